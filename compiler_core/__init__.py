@@ -1,0 +1,11 @@
+"""fcompile's compiler core: a real torch.compile-style compiler whose every stage is inspectable.
+
+    import compiler_core as cc
+    fast = cc.compile(fn)              # also usable as @cc.compile
+    session = cc.explain(fn, x)        # compile + run once, return the CompileSession
+"""
+
+from compiler_core.api import CompiledFunction, CompileError, compile, explain
+from compiler_core.session import CompileSession, GraphRecord
+
+__all__ = ["compile", "explain", "CompiledFunction", "CompileError", "CompileSession", "GraphRecord"]

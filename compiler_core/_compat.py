@@ -1,0 +1,115 @@
+"""Every private torch/triton API the compiler touches, in one place, version-gated.
+
+Supported: torch 2.11 - 2.14, Triton 3.6 - 3.9.  When an upstream private API moves, this is the
+only file to change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any, Callable
+
+import torch
+
+TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: Callable, bw_compiler: Callable,
+                decompositions: dict) -> Callable:
+    """AOTAutograd: trace forward (and backward when needed) to ATen graphs handed to our compilers.
+
+    Only keywords common to torch 2.11 and 2.13+ are passed (see PITFALLS.md).
+    """
+    from torch._functorch.aot_autograd import aot_module_simplified
+
+    return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                 decompositions=decompositions, keep_inference_input_mutations=False)
+
+
+def boxed(fn: Callable[[list], Any]) -> Callable:
+    """Mark a callable as taking its arguments as one list (AOTAutograd's boxed calling convention)."""
+    fn._boxed_call = True  # type: ignore[attr-defined]
+    return fn
+
+
+def get_decompositions(ops: list) -> dict:
+    from torch._decomp import get_decompositions as _get
+
+    return _get(ops)
+
+
+def graph_break_reasons() -> list:
+    """Dynamo's running list of GraphCompileReason (reason text + user stack)."""
+    from torch._dynamo import utils
+
+    return utils.graph_break_reasons
+
+
+def recompile_logger_names() -> list[str]:
+    # Dynamo logs recompile reasons on the "recompiles" logging artifact of these modules.
+    return ["torch._dynamo.guards.__recompiles", "torch._dynamo.convert_frame.__recompiles"]
+
+
+def forget_compiled_code(fn: Callable) -> None:
+    """Drop Dynamo's cached compilations of fn's code so repeated explain() calls do not hit the
+    recompile limit (after which Dynamo silently runs eager)."""
+    code = getattr(getattr(fn, "forward", fn), "__code__", None)
+    reset_code = getattr(torch._dynamo, "reset_code", None)
+    if code is not None and reset_code is not None:
+        try:
+            reset_code(code)
+        except Exception:  # noqa: BLE001 - best effort: worst case Dynamo keeps its cache
+            pass
+
+
+def dynamo_guards_text(gm: torch.fx.GraphModule) -> tuple[str, ...]:
+    """Readable guards for a captured graph, where Dynamo exposes them (empty otherwise)."""
+    guards = getattr(gm, "_guards", None) or getattr(getattr(gm, "meta", {}), "get", lambda *_: None)("guards")
+    if not guards:
+        return ()
+    return tuple(str(g) for g in guards)
+
+
+def fake_value(node: torch.fx.Node) -> Any:
+    return node.meta.get("val", node.meta.get("example_value"))
+
+
+def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str, Any]:
+    """exec generated Triton source; return its namespace (jitted kernels), in interpreter mode if asked.
+
+    Triton reads the interpreter switch when a kernel is decorated, so it is set around the exec.
+    """
+    import linecache
+
+    import triton
+
+    knobs = getattr(triton, "knobs", None)
+    old_env = os.environ.get("TRITON_INTERPRET")
+    old_knob = knobs.runtime.interpret if knobs is not None else None
+    try:
+        if interpret:
+            os.environ["TRITON_INTERPRET"] = "1"
+            if knobs is not None:
+                knobs.runtime.interpret = True
+        # Triton's JIT reads kernel source through inspect/linecache: register the text.
+        linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
+        namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}
+        exec(compile(source, filename, "exec"), namespace)
+        return namespace
+    finally:
+        if old_env is None:
+            os.environ.pop("TRITON_INTERPRET", None)
+        else:
+            os.environ["TRITON_INTERPRET"] = old_env
+        if knobs is not None:
+            knobs.runtime.interpret = old_knob
+
+
+def libdevice_import() -> str:
+    """The import line for libdevice (compiled GPU kernels only)."""
+    return "from triton.language.extra import libdevice"
+
+
+def silence_recompile_logger(logger: logging.Logger) -> None:
+    logger.propagate = False

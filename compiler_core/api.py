@@ -1,0 +1,207 @@
+"""compile() and explain(): the pipeline, top to bottom.
+
+    capture (Dynamo)  ->  AOT trace + decompose  ->  PrimGraph  ->  LoopGraph  ->  Schedule
+      ->  MemoryPlan  ->  KernelSource + WrapperProgram  ->  CompiledArtifact
+
+Each stage's artifact is stored on the graph's GraphRecord in the CompileSession as it is made, so
+a failure at any stage still leaves everything before it inspectable, and the graph runs in eager
+PyTorch instead (recorded as `fallback_reason`).
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+from compiler_core import _compat
+from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
+from compiler_core.codegen.wrapper import generate_program
+from compiler_core.decomp.table import decomposition_table, to_prim_graph
+from compiler_core.ir.lowering import lower
+from compiler_core.runtime.build import build_program
+from compiler_core.schedule.fusion import schedule
+from compiler_core.schedule.memory import plan_memory
+from compiler_core.session import CompileSession, GraphRecord
+
+BACKENDS = ("auto", "triton", "cpp")
+MODES = ("default", "reduce-overhead", "max-autotune")
+
+
+class CompileError(Exception):
+    """A user-facing compile error: says what happened and what to do, without an internal traceback."""
+
+    def _render_traceback_(self) -> list[str]:  # IPython shows just this message
+        return [f"CompileError: {self}"]
+
+
+@dataclass(frozen=True)
+class Options:
+    backend: str = "auto"
+    mode: str = "default"
+    dynamic: bool = False
+    # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
+    fallback: bool = True
+
+    def __post_init__(self) -> None:
+        if self.backend not in BACKENDS:
+            raise CompileError(f"backend={self.backend!r} is not one of {BACKENDS}")
+        if self.mode not in MODES:
+            raise CompileError(f"mode={self.mode!r} is not one of {MODES}")
+
+
+def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
+            dynamic: bool = False) -> Any:
+    """Compile a function or nn.Module with our compiler; usable as a decorator.
+
+        fast = compile(lambda x: torch.softmax(x, -1))
+        y = fast(torch.randn(8, 16))
+        fast.session.stats["kernel_count"]   # 1
+    """
+    options = Options(backend, mode, dynamic)
+    if fn is None:
+        return lambda f: CompiledFunction(f, options)
+    return CompiledFunction(fn, options)
+
+
+def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
+            dynamic: bool = False, **kwargs: Any) -> CompileSession:
+    """Compile `fn`, run it once on `args`, and return the CompileSession with every stage's artifact.
+
+        s = explain(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
+        print(s.graphs[0].schedule.pretty())
+    """
+    compiled = CompiledFunction(fn, Options(backend, mode, dynamic))
+    if train:
+        args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+                     for a in args)
+    out = compiled(*args, **kwargs)
+    if train:
+        loss = sum(o.float().square().mean() for o in _tensors(out) if o.requires_grad)
+        if isinstance(loss, torch.Tensor):
+            loss.backward()
+    return compiled.session
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []
+
+
+class CompiledFunction:
+    """What compile() returns: call it like the original; `.session` shows the latest compilation."""
+
+    def __init__(self, fn: Callable, options: Options):
+        self._fn = fn
+        self.options = options
+        self.session = CompileSession(backend=options.backend, mode=options.mode)
+        self._pending: Optional[CompileSession] = None
+        _compat.forget_compiled_code(fn)
+        self._dynamo_fn = torch.compile(fn, backend=self._backend, dynamic=options.dynamic)
+        functools.update_wrapper(self, fn, updated=())
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+        self._pending = pending
+        mark = new_breaks.mark()
+        try:
+            with recompile_watcher() as recompiles:
+                out = self._dynamo_fn(*args, **kwargs)
+        finally:
+            self._pending = None
+        pending.breaks.extend(new_breaks.since(mark))
+        pending.recompiles.extend(recompiles)
+        if pending.graphs:  # this call compiled something: it is now the latest compilation
+            self.session = pending
+        return out
+
+    def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
+        return self if obj is None else functools.partial(self.__call__, obj)
+
+    def _backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        session = self._pending if self._pending is not None else self.session
+        record = GraphRecord(captured=capture_graph(gm, example_inputs, len(session.graphs)))
+        session.graphs.append(record)
+        try:
+            return _compat.aot_compile(
+                gm, example_inputs,
+                fw_compiler=functools.partial(self._compile_aten, record=record, session=session),
+                bw_compiler=functools.partial(self._compile_backward, record=record, session=session),
+                decompositions=decomposition_table(),
+            )
+        except Exception as exc:  # noqa: BLE001 - any failure means: run this graph in eager
+            record.fallback_reason = f"AOT tracing failed: {type(exc).__name__}: {exc}"
+            session.messages.append(f"graph {record.captured.index} runs in eager PyTorch: {record.fallback_reason}")
+            return gm.forward
+
+    def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
+                          session: CompileSession) -> Callable:
+        record.backward = GraphRecord(captured=record.captured)
+        return self._compile_aten(gm, example_inputs, record.backward, session)
+
+    def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
+                      session: CompileSession) -> Callable:
+        try:
+            return compile_aten_graph(gm, example_inputs, record, self.options)
+        except Exception as exc:  # noqa: BLE001
+            if not self.options.fallback:
+                raise
+            record.fallback_reason = f"{type(exc).__name__}: {exc}"
+            session.messages.append(
+                f"graph {record.captured.index} runs in eager PyTorch because our compiler failed: "
+                f"{record.fallback_reason}")
+            record.error_traceback = traceback.format_exc()
+            return _compat.boxed(lambda args: gm(*args))
+
+
+def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
+                       options: Options) -> Callable:
+    """The stages after AOT tracing: each artifact lands on `record` as soon as it exists."""
+    backend = _choose_backend(options.backend, example_inputs)
+    timer = _StageTimer(record)
+    with timer("decomp"):
+        record.prims = to_prim_graph(gm)
+    with timer("lower"):
+        record.loops = lower(record.prims)
+    with timer("schedule"):
+        record.schedule = schedule(record.loops)
+    with timer("memory"):
+        record.memory = plan_memory(record.loops, record.schedule)
+    with timer("codegen"):
+        record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend)
+    with timer("build"):
+        record.artifact = build_program(record.kernels, record.wrapper, record.loops, options.mode)
+    return _compat.boxed(record.artifact.call)
+
+
+def _choose_backend(requested: str, example_inputs: list) -> str:
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if requested != "auto":
+        if requested == "cpp" and "cuda" in devices:
+            raise CompileError("backend='cpp' needs CPU tensors; move the inputs to the CPU or use backend='triton'")
+        return requested
+    return "triton" if devices == {"cuda"} else "cpp"
+
+
+class _StageTimer:
+    def __init__(self, record: GraphRecord):
+        self.record = record
+
+    def __call__(self, stage: str) -> "_StageTimer":
+        self.stage = stage
+        return self
+
+    def __enter__(self) -> None:
+        self.start = time.perf_counter()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.record.timings[self.stage] = time.perf_counter() - self.start

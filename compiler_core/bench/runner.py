@@ -1,0 +1,309 @@
+"""Run the standard workloads through eager PyTorch, Inductor and compiler_core in one process.
+
+    report = run(BenchOptions(device="cpu", only=("softmax",)))
+    print(format_table(report))
+
+A row records what happened, good or bad: a contender that raises gets `*_error` and null times, a
+result that differs from eager gets `matches_eager: false` and is flagged in the table.
+"""
+
+from __future__ import annotations
+
+import atexit
+import datetime
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import traceback
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import torch
+
+import compiler_core as cc
+from compiler_core.bench import timing
+from compiler_core.bench.workloads import NOT_SUPPORTED_YET, WORKLOADS, Workload
+from compiler_core.compare import inductor
+
+TOLERANCES = {  # (rtol, atol) for ours/Inductor vs eager
+    torch.float32: (1e-4, 1e-4),
+    torch.float16: (1e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+}
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    device: str = "cpu"
+    size: str = "full"  # "full" (TARGETS.md sizes) or "small" (smoke tests)
+    only: tuple[str, ...] = ()  # workload names; () = all supported
+    repeats: Optional[int] = None  # samples per contender; None = 15 on CPU, 50 on CUDA
+    inductor: bool = True  # False skips Inductor (its fields are null)
+
+    @property
+    def samples(self) -> int:
+        return self.repeats or (50 if self.device == "cuda" else 15)
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def machine_name(device: str) -> str:
+    if device == "cuda":
+        return torch.cuda.get_device_name()
+    model = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"{model}, {os.cpu_count()} cores"
+
+
+def _error_text(exc: BaseException) -> str:
+    first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {first}"[:300]
+
+
+def _matches(out: Any, expected: Any, dtype: torch.dtype) -> tuple[bool, Optional[str]]:
+    rtol, atol = TOLERANCES.get(dtype, (1e-4, 1e-4))
+    try:
+        torch.testing.assert_close(out, expected, rtol=rtol, atol=atol)
+        return True, None
+    except AssertionError as exc:
+        return False, " ".join(str(exc).split())[:300]
+
+
+def _nbytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    if isinstance(value, (list, tuple)):
+        return sum(_nbytes(v) for v in value)
+    return 0
+
+
+def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
+    return a / b if a is not None and b else None
+
+
+def _planned_peak_bytes(session: Any) -> Optional[int]:
+    peaks = [g.memory.peak_bytes_planned for g in session.all_records() if g.memory is not None]
+    return max(peaks) if peaks else None
+
+
+def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[Callable]:
+    """Cold and warm compile of ours; returns the warm compiled function (None if ours raised)."""
+    fn = inductor.private_copy(w.fn)  # our own code object: Inductor's compilations stay apart
+    try:
+        cold = cc.compile(fn)
+        out, row["ours_compile_cold_s"] = timing.timed_call(lambda: cold(*args), device)
+        session = cold.session
+        # Warm: an identical program compiled again in the same process, so the kernel cache is hot.
+        warm = cc.compile(fn)
+        out, row["ours_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
+    except Exception as exc:  # noqa: BLE001 - a failing row is recorded, the bench goes on
+        row["ours_error"] = _error_text(exc)
+        log(f"{w.name}: ours raised {row['ours_error']}\n{traceback.format_exc()}")
+        return None
+    stats = session.stats
+    row["ours_kernels"] = stats.get("kernel_count")
+    row["ours_fallback_graphs"] = stats.get("fallback_graphs")
+    row["ours_fallback_ops"] = list(stats.get("fallback_ops", []))
+    row["ours_notes"] = [m[:300] for m in session.messages]
+    if device != "cuda":
+        row["ours_peak_bytes"] = _planned_peak_bytes(session)
+    row["_first_out"] = out
+    return warm
+
+
+def _compile_inductor(w: Workload, args: tuple, device: str, row: dict) -> Optional[Callable]:
+    try:
+        cold = inductor.compile_with_inductor(w.fn)
+        out, row["inductor_compile_cold_s"] = timing.timed_call(lambda: cold(*args), device)
+        warm = inductor.compile_with_inductor(w.fn)  # a second copy: Inductor's own caches are hot
+        out, row["inductor_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
+    except Exception as exc:  # noqa: BLE001 - e.g. no C++ compiler: record null and continue
+        row["inductor_error"] = _error_text(exc)
+        log(f"{w.name}: Inductor failed: {row['inductor_error']}")
+        return None
+    row["_inductor_out"] = out
+    return warm
+
+
+def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
+    device = opts.device
+    args = w.make_inputs(device, opts.size)
+    dims, dtype = w.shape(device, opts.size)
+    row: dict[str, Any] = {
+        "workload": w.name, "shape": list(dims), "dtype": str(dtype).replace("torch.", ""),
+        "eager_ms": None, "inductor_ms": None, "ours_ms": None,
+        "ideal_bytes": None, "memory_bound": w.memory_bound, "ours_GBps": None,
+        "ours_compile_cold_s": None, "ours_compile_warm_s": None, "inductor_compile_cold_s": None,
+        "ours_kernels": None, "ours_peak_bytes": None, "inductor_peak_bytes": None,
+        "peak_bytes_source": "cuda allocator, one call" if device == "cuda" else "planned by our memory plan (CPU)",
+    }
+    expected = w.fn(*args)
+    timing.synchronize(device)
+    row["ideal_bytes"] = _nbytes(args) + _nbytes(expected)
+
+    log(f"{w.name}: compiling ours")
+    ours = _compile_ours(w, args, device, row)
+    if ours is not None:
+        row["matches_eager"], row["mismatch"] = _matches(row.pop("_first_out"), expected, dtype)
+        if not row["matches_eager"]:
+            log(f"{w.name}: ours DOES NOT MATCH eager: {row['mismatch']}")
+    fast = None
+    if opts.inductor:
+        log(f"{w.name}: compiling Inductor")
+        fast = _compile_inductor(w, args, device, row)
+        if fast is not None:
+            row["inductor_matches_eager"], _ = _matches(row.pop("_inductor_out"), expected, dtype)
+
+    contenders: dict[str, Callable[[], object]] = {"eager": lambda: w.fn(*args)}
+    if fast is not None:
+        contenders["inductor"] = lambda: fast(*args)
+    if ours is not None:
+        contenders["ours"] = lambda: ours(*args)
+    log(f"{w.name}: timing {', '.join(contenders)} ({opts.samples} samples each)")
+    try:
+        for name, ms in timing.time_interleaved(contenders, device, opts.samples).items():
+            row[f"{name}_ms"] = ms
+    except Exception as exc:  # noqa: BLE001
+        row["timing_error"] = _error_text(exc)
+        log(f"{w.name}: timing failed: {row['timing_error']}")
+
+    if device == "cuda":
+        for name in contenders:
+            row[f"{name}_peak_bytes"] = timing.peak_cuda_bytes(contenders[name])
+
+    _derived_fields(row, w, dims, copy_GBps)
+    return row
+
+
+def _derived_fields(row: dict, w: Workload, dims: tuple, copy_GBps: float) -> None:
+    for name in ("eager", "inductor", "ours"):
+        ms = row.get(f"{name}_ms")
+        row[f"{name}_GBps"] = row["ideal_bytes"] / (ms * 1e-3) / 1e9 if ms else None
+    row["ours_pct_copy"] = 100 * row["ours_GBps"] / copy_GBps if row["ours_GBps"] and copy_GBps else None
+    row["ours_vs_eager"] = _ratio(row["ours_ms"], row["eager_ms"])
+    row["ours_vs_inductor"] = _ratio(row["ours_ms"], row["inductor_ms"])
+    row["inductor_vs_eager"] = _ratio(row["inductor_ms"], row["eager_ms"])
+    flops = w.flops(dims)
+    if flops:
+        for name in ("eager", "inductor", "ours"):
+            ms = row.get(f"{name}_ms")
+            row[f"{name}_TFLOPs"] = flops / (ms * 1e-3) / 1e12 if ms else None
+
+
+def geomean(values: list[Optional[float]]) -> Optional[float]:
+    xs = [v for v in values if v]
+    return math.exp(sum(math.log(v) for v in xs) / len(xs)) if xs else None
+
+
+def _median(values: list[Optional[float]]) -> Optional[float]:
+    xs = [v for v in values if v is not None]
+    return statistics.median(xs) if xs else None
+
+
+def _warm_up_dynamo(device: str) -> None:
+    """Pay Dynamo's one-time start-up outside every contender's compile time."""
+    torch.compile(lambda x: x + 1, backend="eager")(torch.ones(4, device=device))
+
+
+def run(opts: BenchOptions) -> dict:
+    if opts.device == "cuda" and not torch.cuda.is_available():
+        raise SystemExit("--device cuda: no CUDA device is available")
+    names = list(opts.only) or list(WORKLOADS)
+    for name in names:
+        if name not in WORKLOADS and name not in NOT_SUPPORTED_YET:
+            raise SystemExit(f"unknown workload {name!r}; known: {', '.join([*WORKLOADS, *NOT_SUPPORTED_YET])}")
+    skipped = [n for n in (names if opts.only else NOT_SUPPORTED_YET) if n in NOT_SUPPORTED_YET]
+    for name in skipped:
+        log(f"{name}: not supported yet ({NOT_SUPPORTED_YET[name]})")
+    if opts.inductor:
+        cache = inductor.use_private_cache_dir()
+        atexit.register(shutil.rmtree, cache, ignore_errors=True)
+        log(f"Inductor caches in {cache} (so its cold compiles are cold)")
+    _warm_up_dynamo(opts.device)
+    log("measuring copy bandwidth")
+    copy_GBps = timing.copy_bandwidth_GBps(opts.device)
+    rows = [run_workload(WORKLOADS[n], opts, copy_GBps) for n in names if n in WORKLOADS]
+    return {
+        "device": opts.device,
+        "machine": machine_name(opts.device),
+        "date": datetime.date.today().isoformat(),
+        **inductor.inductor_versions(),
+        "copy_GBps": copy_GBps,
+        "size": opts.size,
+        "threads": torch.get_num_threads(),
+        "samples": opts.samples,
+        "not_supported_yet": skipped,
+        "geomean_ours_vs_inductor": geomean([r["ours_vs_inductor"] for r in rows]),
+        "geomean_ours_vs_eager": geomean([r["ours_vs_eager"] for r in rows]),
+        "geomean_inductor_vs_eager": geomean([r["inductor_vs_eager"] for r in rows]),
+        "median_ours_compile_cold_s": _median([r["ours_compile_cold_s"] for r in rows]),
+        "median_inductor_compile_cold_s": _median([r["inductor_compile_cold_s"] for r in rows]),
+        "rows": rows,
+    }
+
+
+def _fmt(value: Any, spec: str) -> str:
+    return "-" if value is None else format(value, spec)
+
+
+def _fmt_bytes(n: Optional[int]) -> str:
+    if n is None:
+        return "-"
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if n < 1024 or unit == "GiB":
+            return f"{n:.0f}{unit}" if unit == "B" else f"{n:.1f}{unit}"
+        n /= 1024
+    return "-"
+
+
+def format_table(report: dict) -> str:
+    head = (f"{report['device']}: {report['machine']}; torch {report['torch']}, triton {report['triton']}; "
+            f"{report['threads']} threads; {report['date']}; measured copy {report['copy_GBps']:.1f} GB/s; "
+            f"sizes {report['size']}; median of {report['samples']} samples")
+    cols = ["workload", "eager ms", "ind ms", "ours ms", "ours/eager", "ours/ind", "ours GB/s", "%copy",
+            "cold s", "warm s", "ind cold s", "kernels", "peak", "ind peak", "check"]
+    lines = [cols]
+    for r in report["rows"]:
+        check = "ok" if r.get("matches_eager") else ("ERROR" if r.get("ours_error") else "MISMATCH")
+        if r.get("ours_fallback_graphs"):
+            check += " (eager fallback)"
+        lines.append([
+            r["workload"], _fmt(r["eager_ms"], ".3f"), _fmt(r["inductor_ms"], ".3f"), _fmt(r["ours_ms"], ".3f"),
+            _fmt(r["ours_vs_eager"], ".2f"), _fmt(r["ours_vs_inductor"], ".2f"),
+            _fmt(r["ours_GBps"], ".1f"), _fmt(r["ours_pct_copy"], ".0f"),
+            _fmt(r["ours_compile_cold_s"], ".2f"), _fmt(r["ours_compile_warm_s"], ".3f"),
+            _fmt(r["inductor_compile_cold_s"], ".2f"), _fmt(r["ours_kernels"], "d"),
+            _fmt_bytes(r["ours_peak_bytes"]), _fmt_bytes(r["inductor_peak_bytes"]), check,
+        ])
+    widths = [max(len(line[i]) for line in lines) for i in range(len(cols))]
+    text = [head, ""]
+    for i, line in enumerate(lines):
+        text.append("  ".join(c.ljust(w) if j == 0 else c.rjust(w) for j, (c, w) in enumerate(zip(line, widths))))
+        if i == 0:
+            text.append("  ".join("-" * w for w in widths))
+    text.append("")
+    text.append("ratios are time ratios (< 1: ours is faster); peak on CPU = our planned peak, on CUDA = allocator")
+    text.append(f"geomean ours/inductor {_fmt(report['geomean_ours_vs_inductor'], '.3f')}, "
+                f"ours/eager {_fmt(report['geomean_ours_vs_eager'], '.3f')}, "
+                f"inductor/eager {_fmt(report['geomean_inductor_vs_eager'], '.3f')}; "
+                f"median cold compile ours {_fmt(report['median_ours_compile_cold_s'], '.2f')} s, "
+                f"inductor {_fmt(report['median_inductor_compile_cold_s'], '.2f')} s")
+    for r in report["rows"]:
+        for key in ("ours_error", "mismatch", "inductor_error", "timing_error"):
+            if r.get(key):
+                text.append(f"{r['workload']}: {key}: {r[key]}")
+    if report["not_supported_yet"]:
+        text.append(f"not supported yet: {', '.join(report['not_supported_yet'])} (training workloads)")
+    return "\n".join(text)

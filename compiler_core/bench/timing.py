@@ -1,0 +1,94 @@
+"""Timing loops owned by the bench: CUDA events on GPU, perf_counter on CPU; medians in milliseconds.
+
+Triton's do_bench needs a GPU driver, and all three contenders must be timed by the same loop, so
+the bench keeps its own. Samples of the contenders are interleaved, so a slow spell of a shared
+machine hits all of them alike and the ratios stay fair.
+
+    ms = time_interleaved({"eager": lambda: f(x), "ours": lambda: g(x)}, "cpu", repeats=15)
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from typing import Callable
+
+import torch
+
+# One sample runs the callable often enough to last at least this long, so timer resolution and
+# Python overhead between samples do not dominate launch-bound workloads.
+MIN_SAMPLE_S = {"cpu": 5e-3, "cuda": 1e-3}
+
+
+def synchronize(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def _sample_ms(fn: Callable[[], object], calls: int, device: str) -> float:
+    """Mean milliseconds per call over `calls` back-to-back calls."""
+    if device == "cuda":
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / calls
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    return (time.perf_counter() - t0) * 1e3 / calls
+
+
+def calls_per_sample(fn: Callable[[], object], device: str) -> int:
+    """How many calls make one sample last MIN_SAMPLE_S (after two warm-up calls)."""
+    fn()
+    fn()
+    synchronize(device)
+    estimate_ms = _sample_ms(fn, 3, device)
+    return max(1, math.ceil(MIN_SAMPLE_S[device] * 1e3 / max(estimate_ms, 1e-6)))
+
+
+def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats: int) -> dict[str, float]:
+    """Median ms per call of each callable, `repeats` samples each, taken round-robin."""
+    calls = {name: calls_per_sample(fn, device) for name, fn in fns.items()}
+    samples: dict[str, list[float]] = {name: [] for name in fns}
+    for _ in range(repeats):
+        for name, fn in fns.items():
+            samples[name].append(_sample_ms(fn, calls[name], device))
+    return {name: statistics.median(s) for name, s in samples.items()}
+
+
+def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
+    """(result, wall seconds) of one call, synchronized: used for compile times (first calls)."""
+    synchronize(device)
+    t0 = time.perf_counter()
+    out = fn()
+    synchronize(device)
+    return out, time.perf_counter() - t0
+
+
+def copy_bandwidth_GBps(device: str, repeats: int = 10) -> float:
+    """Measured copy bandwidth: bytes read + bytes written per second of one large tensor copy.
+
+    256 MB on CUDA (well past L2), 64 MB on CPU (past the last-level cache of the test machines).
+    """
+    nbytes = (256 if device == "cuda" else 64) * 2**20
+    src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
+    dst = torch.empty_like(src)
+    ms = time_interleaved({"copy": lambda: dst.copy_(src)}, device, repeats)["copy"]
+    return 2 * nbytes / (ms * 1e-3) / 1e9
+
+
+def peak_cuda_bytes(fn: Callable[[], object]) -> int:
+    """Bytes allocated above the starting level at the peak of one call (outputs included)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return int(peak)

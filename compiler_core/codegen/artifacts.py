@@ -1,0 +1,32 @@
+"""Codegen artifacts: kernel sources and the host (wrapper) program."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class KernelSource:
+    name: str
+    backend: str  # "cpp" | "triton"
+    source: str
+    signature: tuple[str, ...]  # argument names in call order
+    grid: str  # launch grid, as printable text
+    config_space: tuple[dict, ...]  # candidate launch configs (Triton: block sizes, warps)
+    origins: tuple[str, ...]  # FX node names computed by this kernel
+    line_origins: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False)
+    kind: str = "pointwise"  # "pointwise" | "reduction"
+
+    def pretty(self) -> str:
+        return self.source
+
+
+@dataclass(frozen=True)
+class WrapperProgram:
+    """The host program: allocates buffers, launches kernels, frees, returns outputs."""
+
+    source: str  # Python, defines `call(args)`
+    backend: str
+
+    def pretty(self) -> str:
+        return self.source

@@ -1,0 +1,223 @@
+"""C++/OpenMP code generation: KernelPlan -> KernelSource.
+
+Pointwise kernels are nested loops over the kernel's dims, parallel over the outer ones and
+vectorisable in the innermost.  Reduction kernels run one row per iteration of a parallel loop;
+inside, each phase of the plan is one pass over the row's reduction variables.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.cse import CSEPrinter
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value
+from compiler_core.schedule.kernel_plan import KernelPlan, Step
+
+# Storage types in memory; bf16/fp16 values are held as float in registers.
+STORAGE_TYPE = {
+    torch.float32: "float", torch.float64: "double", torch.float16: "_Float16", torch.bfloat16: "uint16_t",
+    torch.int64: "int64_t", torch.int32: "int32_t", torch.int16: "int16_t", torch.int8: "int8_t",
+    torch.uint8: "uint8_t", torch.bool: "bool",
+}
+LOW_PRECISION = {torch.bfloat16: "bf16", torch.float16: "f16"}
+# Kernels smaller than this run on one thread: waking the OpenMP team costs more than it saves.
+PARALLEL_MIN_ELEMENTS = 32768
+
+
+def register_type(dtype: torch.dtype) -> str:
+    return "float" if dtype in LOW_PRECISION else STORAGE_TYPE[dtype]
+
+
+_BINARY_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+                 "gt": ">", "ge": ">=", "logical_and": "&&", "logical_or": "||"}
+_STD_UNARY = {"exp": "std::exp", "log": "std::log", "log1p": "std::log1p", "expm1": "std::expm1",
+              "sqrt": "std::sqrt", "sin": "std::sin", "cos": "std::cos", "tanh": "std::tanh", "erf": "std::erf",
+              "floor": "std::floor", "ceil": "std::ceil", "trunc": "std::trunc", "round": "std::nearbyint",
+              "abs": "std::abs", "rsqrt": "fc::rsqrt", "sigmoid": "fc::sigmoid", "sign": "fc::sign"}
+_HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv": "fc::floordiv",
+                  "truncdiv": "fc::truncdiv", "remainder": "fc::remainder"}
+
+
+class CppPrinter(CSEPrinter):
+    def __init__(self) -> None:
+        super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
+
+    def load(self, v: Load) -> str:
+        ref = f"{v.buffer}[{v.index.render(div='/')}]"
+        if v.dtype == torch.bfloat16:
+            return f"fc::bf16_to_float({ref})"
+        if v.dtype == torch.float16:
+            return f"fc::f16_to_float({ref})"
+        return ref
+
+    def constant(self, v: Constant) -> str:
+        return cpp_literal(v.value, v.dtype)
+
+    def index_value(self, v: IndexValue) -> str:
+        return f"static_cast<{register_type(v.dtype)}>({v.index.render(div='/')})"
+
+    def reduction_result(self, v: ReductionResult) -> str:
+        return v.node
+
+    def cast(self, arg: str, source: Value, v: Cast) -> str:
+        if v.dtype in LOW_PRECISION:
+            inner = arg if register_type(source.dtype) == "float" else f"static_cast<float>({arg})"
+            return f"fc::round_{LOW_PRECISION[v.dtype]}({inner})"
+        return f"static_cast<{register_type(v.dtype)}>({arg})"
+
+    def op(self, v: Op, args: list[str]) -> str:
+        name = v.op
+        if name in _BINARY_INFIX:
+            return f"({args[0]} {_BINARY_INFIX[name]} {args[1]})"
+        if name in _STD_UNARY:
+            return f"{_STD_UNARY[name]}({args[0]})"
+        if name in _HELPER_BINARY:
+            return f"{_HELPER_BINARY[name]}({args[0]}, {args[1]})"
+        if name == "neg":
+            return f"(-{args[0]})"
+        if name == "reciprocal":
+            return f"({register_type(v.dtype)}(1) / {args[0]})"
+        if name == "isnan":
+            return f"({args[0]} != {args[0]})"
+        if name == "logical_not":
+            return f"(!{args[0]})"
+        if name == "where":
+            return f"({args[0]} ? {args[1]} : {args[2]})"
+        raise NotImplementedError(f"C++ codegen has no primitive {name!r}")
+
+
+def cpp_literal(value: object, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "true" if value else "false"
+    if dtype.is_floating_point:
+        f = float(value)
+        if math.isnan(f):
+            return "std::numeric_limits<float>::quiet_NaN()" if dtype != torch.float64 else \
+                "std::numeric_limits<double>::quiet_NaN()"
+        if math.isinf(f):
+            t = "double" if dtype == torch.float64 else "float"
+            return f"{'-' if f < 0 else ''}std::numeric_limits<{t}>::infinity()"
+        return repr(f) if dtype == torch.float64 else f"{f!r}f"
+    return f"static_cast<{STORAGE_TYPE[dtype]}>({int(value)}LL)"
+
+
+_INIT = {"sum": "0", "prod": "1"}
+
+
+def reduction_init(kind: str, dtype: torch.dtype) -> str:
+    t = register_type(dtype)
+    if kind in _INIT:
+        return f"{t}({_INIT[kind]})"
+    if kind == "amax":
+        return f"-std::numeric_limits<{t}>::infinity()" if dtype.is_floating_point else \
+            f"std::numeric_limits<{t}>::lowest()"
+    return f"std::numeric_limits<{t}>::infinity()" if dtype.is_floating_point else \
+        f"std::numeric_limits<{t}>::max()"
+
+
+def reduction_combine(kind: str, acc: str, value: str) -> str:
+    return {"sum": f"{acc} = {acc} + {value};", "prod": f"{acc} = {acc} * {value};",
+            "amax": f"{acc} = fc::maximum({acc}, {value});", "amin": f"{acc} = fc::minimum({acc}, {value});"}[kind]
+
+
+def store_statement(step: Step, value_name: str) -> str:
+    ref = f"{step.store_buffer}[{step.store_index.render(div='/')}]"
+    if step.store_dtype == torch.bfloat16:
+        return f"{ref} = fc::float_to_bf16({value_name});"
+    if step.store_dtype == torch.float16:
+        return f"{ref} = fc::float_to_f16({value_name});"
+    return f"{ref} = static_cast<{STORAGE_TYPE[step.store_dtype]}>({value_name});"
+
+
+def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
+    params = [f"const {STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.inputs]
+    params += [f"{STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.outputs]
+    params.append("int nthreads")
+    lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}",
+             f'extern "C" void {plan.name}({", ".join(params)}) {{']
+    body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
+    lines += ["    " + ln for ln in body]
+    lines.append("}")
+    signature = tuple(n for n, _ in plan.inputs) + tuple(n for n, _ in plan.outputs)
+    kind = "reduction" if plan.is_reduction else "pointwise"
+    return KernelSource(name=plan.name, backend="cpp", source="\n".join(lines), signature=signature,
+                        grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
+                        f"omp parallel over {plan.xnumel} elements",
+                        config_space=(), origins=plan.origins, kind=kind)
+
+
+def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:
+    return [f"for (int64_t {n} = 0; {n} < {s}; {n}++) {{" for n, s in zip(names, sizes)]
+
+
+def _parallel_pragma(collapse: int, numel: int, simd: bool = False) -> str:
+    clause = f" collapse({collapse})" if collapse > 1 else ""
+    return (f"#pragma omp parallel for{' simd' if simd else ''}{clause} num_threads(nthreads) "
+            f"if({'true' if numel >= PARALLEL_MIN_ELEMENTS else 'false'})")
+
+
+def _pointwise_body(plan: KernelPlan) -> list[str]:
+    names = [f"x{i}" for i in range(len(plan.space.x))]
+    printer = CppPrinter()
+    for step in plan.steps:
+        printer.lines.append(store_statement(step, printer.emit(step.value)))
+    if not names:  # 0-d output: one element, no loop
+        return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
+    out = []
+    if len(names) == 1:
+        out.append(_parallel_pragma(1, plan.xnumel, simd=True))
+    else:
+        out.append(_parallel_pragma(len(names) - 1, plan.xnumel))
+    loops = _loops(names, plan.space.x)
+    for depth, loop in enumerate(loops):
+        if depth == len(loops) - 1 and len(loops) > 1:
+            out.append("    " * depth + "#pragma omp simd")
+        out.append("    " * depth + loop)
+    indent = "    " * len(loops)
+    out += [indent + ln for ln in printer.lines]
+    out += ["    " * d + "}" for d in reversed(range(len(loops)))]
+    return out
+
+
+def _reduction_body(plan: KernelPlan) -> list[str]:
+    xnames = [f"x{i}" for i in range(len(plan.space.x))]
+    rnames = [f"r{i}" for i in range(len(plan.space.r))]
+    row = CppPrinter()
+    for kind, steps in plan.phases():
+        if kind == "row":
+            step = steps[0]
+            row.lines.append(store_statement(step, row.emit(step.value)))
+            continue
+        reductions = [s for s in steps if s.reduction_type]
+        for s in reductions:
+            row.lines.append(f"{register_type(s.value.dtype)} acc_{s.node} = {reduction_init(s.reduction_type, s.value.dtype)};")
+        inner = row.child()
+        for s in steps:
+            name = inner.emit(s.value)
+            if s.reduction_type:
+                inner.lines.append(reduction_combine(s.reduction_type, f"acc_{s.node}", name))
+            else:
+                inner.lines.append(store_statement(s, name))
+        row.sync_counter(inner)
+        loops = _loops(rnames, plan.space.r)
+        for depth, loop in enumerate(loops):
+            row.lines.append("    " * depth + loop)
+        row.lines += ["    " * len(loops) + ln for ln in inner.lines]
+        row.lines += ["    " * d + "}" for d in reversed(range(len(loops)))]
+        for s in reductions:
+            row.lines.append(f"const {register_type(s.value.dtype)} {s.node} = acc_{s.node};")
+            if s.store_buffer:
+                row.lines.append(store_statement(s, s.node))
+    out = []
+    if xnames:
+        out.append(_parallel_pragma(len(xnames), plan.xnumel * max(plan.rnumel, 1)))
+        loops = _loops(xnames, plan.space.x)
+        out += ["    " * d + lp for d, lp in enumerate(loops)]
+        out += ["    " * len(loops) + ln for ln in row.lines]
+        out += ["    " * d + "}" for d in reversed(range(len(loops)))]
+    else:
+        out += ["{"] + ["    " + ln for ln in row.lines] + ["}"]
+    return out

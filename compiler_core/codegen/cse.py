@@ -1,0 +1,65 @@
+"""Common-subexpression printing: turn a value tree into numbered temporaries, once per distinct
+subexpression, for both code generators.  A backend supplies how to print each leaf and op."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value
+
+
+class CSEPrinter:
+    """Emits `lines` (statements) and returns names; subclasses print leaves and ops."""
+
+    def __init__(self, declare: Callable[[str, str, Value], str], prefix: str = "tmp"):
+        self.declare = declare  # (name, expression text, value) -> one statement
+        self.prefix = prefix
+        self.lines: list[str] = []
+        self.cache: dict[str, str] = {}
+        self.counter = 0
+
+    def child(self) -> "CSEPrinter":
+        """A nested scope (e.g. one loop body) that still sees the parent's temporaries."""
+        scope = type(self).__new__(type(self))
+        scope.__dict__.update(self.__dict__)
+        scope.lines = []
+        scope.cache = dict(self.cache)
+        scope.parent = self
+        return scope
+
+    def sync_counter(self, scope: "CSEPrinter") -> None:
+        self.counter = max(self.counter, scope.counter)
+
+    def emit(self, value: Value) -> str:
+        text = self.render(value)
+        if isinstance(value, (Constant, ReductionResult)) or text in self.cache.values():
+            return text
+        if text in self.cache:
+            return self.cache[text]
+        name = f"{self.prefix}{self.counter}"
+        self.counter += 1
+        self.lines.append(self.declare(name, text, value))
+        self.cache[text] = name
+        return name
+
+    def render(self, value: Value) -> str:
+        if isinstance(value, Load):
+            return self.load(value)
+        if isinstance(value, Constant):
+            return self.constant(value)
+        if isinstance(value, IndexValue):
+            return self.index_value(value)
+        if isinstance(value, ReductionResult):
+            return self.reduction_result(value)
+        if isinstance(value, Cast):
+            return self.cast(self.emit(value.arg), value.arg, value)
+        assert isinstance(value, Op)
+        return self.op(value, [self.emit(a) for a in value.args])
+
+    # ---- supplied by each backend -------------------------------------------------------
+    def load(self, value: Load) -> str: ...
+    def constant(self, value: Constant) -> str: ...
+    def index_value(self, value: IndexValue) -> str: ...
+    def reduction_result(self, value: ReductionResult) -> str: ...
+    def cast(self, arg: str, source: Value, value: Cast) -> str: ...
+    def op(self, value: Op, args: list[str]) -> str: ...

@@ -1,0 +1,338 @@
+"""Triton code generation: KernelPlan -> KernelSource.
+
+Pointwise kernels are 1-D blocks over the flattened kernel space.  Reduction kernels are 2-D
+blocks [XBLOCK rows, RBLOCK columns]: "persistent" when a whole row fits one block (each input
+element is loaded once and reused by every phase), otherwise one loop over the row per phase.
+
+Generated code also runs under TRITON_INTERPRET=1 on a CPU (PITFALLS.md): only `tl` functions,
+bf16 upcast to fp32 in registers, functions libdevice would provide composed from `tl` ones unless
+the kernel is compiled for a real GPU.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.cse import CSEPrinter
+from compiler_core.ir.index import Index, floordiv, mod
+from compiler_core.ir.values import (Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, subs_index,
+                                     walk)
+from compiler_core.schedule.kernel_plan import KernelPlan, Step
+
+TL_TYPE = {
+    torch.float32: "tl.float32", torch.float64: "tl.float64", torch.float16: "tl.float16",
+    torch.bfloat16: "tl.bfloat16", torch.int64: "tl.int64", torch.int32: "tl.int32", torch.int16: "tl.int16",
+    torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
+}
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+PERSISTENT_MAX_RBLOCK = 16384
+LOOPED_RBLOCK = 2048
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
+          "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|"}
+_TL_UNARY = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt", "sin": "tl.sin",
+             "cos": "tl.cos", "erf": "tl.erf", "floor": "tl.floor", "ceil": "tl.ceil", "abs": "tl.abs",
+             "sigmoid": "tl.sigmoid"}
+# On a real GPU these come from libdevice; the interpreter's libdevice is a stub, so compose them.
+_LIBDEVICE = {"tanh": "libdevice.tanh", "log1p": "libdevice.log1p", "expm1": "libdevice.expm1",
+              "round": "libdevice.nearbyint", "trunc": "libdevice.trunc"}
+
+
+def register_dtype(dtype: torch.dtype) -> str:
+    return "tl.float32" if dtype in LOW_PRECISION else TL_TYPE[dtype]
+
+
+class TritonPrinter(CSEPrinter):
+    def __init__(self, mask: str, interpret: bool):
+        super().__init__(lambda name, text, value: f"{name} = {text}", prefix="tmp")
+        self.mask = mask
+        self.interpret = interpret
+
+    def load(self, v: Load) -> str:
+        text = f"tl.load({v.buffer} + ({v.index.render()}), {self.mask}, other=0)"
+        return f"{text}.to(tl.float32)" if v.dtype in LOW_PRECISION else text
+
+    def constant(self, v: Constant) -> str:
+        return triton_literal(v.value, v.dtype)
+
+    def index_value(self, v: IndexValue) -> str:
+        return f"({v.index.render()}).to({register_dtype(v.dtype)})"
+
+    def reduction_result(self, v: ReductionResult) -> str:
+        return v.node
+
+    def cast(self, arg: str, source: Value, v: Cast) -> str:
+        if v.dtype in LOW_PRECISION:
+            return f"{arg}.to({TL_TYPE[v.dtype]}).to(tl.float32)"
+        if isinstance(source, Constant):
+            return triton_literal(source.value, v.dtype)
+        return f"{arg}.to({register_dtype(v.dtype)})"
+
+    def op(self, v: Op, args: list[str]) -> str:
+        name, a = v.op, args
+        floating = v.dtype.is_floating_point
+        if name in _INFIX:
+            return f"({a[0]} {_INFIX[name]} {a[1]})"
+        if name in _TL_UNARY:
+            return f"{_TL_UNARY[name]}({a[0]})"
+        if name in _LIBDEVICE and not self.interpret:
+            return f"{_LIBDEVICE[name]}({a[0]})"
+        if name == "tanh":
+            return f"(2.0 * tl.sigmoid(2.0 * {a[0]}) - 1.0)"
+        if name == "log1p":
+            return f"tl.log(1.0 + {a[0]})"
+        if name == "expm1":
+            return f"(tl.exp({a[0]}) - 1.0)"
+        if name == "trunc":
+            return f"tl.where({a[0]} >= 0, tl.floor({a[0]}), tl.ceil({a[0]}))"
+        if name == "round":
+            return f"_round_half_even({a[0]})"
+        if name == "neg":
+            return f"(-{a[0]})"
+        if name == "reciprocal":
+            return f"(1.0 / {a[0]})"
+        if name in ("maximum", "minimum"):
+            nan = ", propagate_nan=tl.PropagateNan.ALL" if floating else ""
+            return f"tl.{name}({a[0]}, {a[1]}{nan})"
+        if name == "isnan":
+            return f"({a[0]} != {a[0]})"
+        if name == "logical_not":
+            return f"({a[0]} == 0)"
+        if name == "where":
+            return f"tl.where({a[0]}, {a[1]}, {a[2]})"
+        if name == "sign":
+            s = f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
+            return f"tl.where({a[0]} != {a[0]}, {a[0]}, {s})" if floating else s
+        if name in ("floordiv", "truncdiv", "remainder"):
+            if floating:
+                q = f"({a[0]} / {a[1]})"
+                if name == "floordiv":
+                    return f"tl.floor({q})"
+                if name == "truncdiv":
+                    return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
+                return f"({a[0]} - tl.floor({q}) * {a[1]})"
+            return f"_int_{name}({a[0]}, {a[1]})"
+        raise NotImplementedError(f"Triton codegen has no primitive {name!r}")
+
+
+HELPERS = '''
+@triton.jit
+def _int_floordiv(a, b):
+    # Correct the quotient with the remainder's sign, whatever rounding `//` uses on this target.
+    safe = tl.where(b == 0, 1, b)
+    q = a // safe
+    r = a - q * safe
+    q = tl.where((r != 0) & ((r < 0) != (safe < 0)), q - 1, q)
+    return tl.where(b == 0, 0, q)
+
+
+@triton.jit
+def _int_truncdiv(a, b):
+    safe = tl.where(b == 0, 1, b)
+    q = a // safe
+    r = a - q * safe
+    q = tl.where((r != 0) & ((r < 0) != (a < 0)), q + 1, q)
+    return tl.where(b == 0, 0, q)
+
+
+@triton.jit
+def _int_remainder(a, b):
+    return a - _int_floordiv(a, b) * b
+
+
+@triton.jit
+def _round_half_even(x):
+    r = tl.floor(x + 0.5)
+    return tl.where((r - x == 0.5) & ((r - 2.0 * tl.floor(r * 0.5)) != 0), r - 1.0, r)
+'''
+
+
+def triton_literal(value: object, dtype: torch.dtype) -> str:
+    if dtype == torch.bool:
+        return "True" if value else "False"
+    if dtype.is_floating_point:
+        f = float(value)
+        if math.isnan(f) or math.isinf(f):
+            return f'float("{f}")'
+        return repr(f)
+    return str(int(value))
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+def choose_config(plan: KernelPlan, interpret: bool) -> dict:
+    """Launch configuration by heuristic; the interpreter prefers few, large programs."""
+    if not plan.is_reduction:
+        block = _next_pow2(min(plan.xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(plan.xnumel))
+        return {"XBLOCK": max(block, 1), "num_warps": 4 if block >= 512 else 1}
+    rblock = _next_pow2(plan.rnumel)
+    if rblock > PERSISTENT_MAX_RBLOCK:
+        rblock = LOOPED_RBLOCK
+    budget = (1 << 16) if interpret else 4096
+    xblock = max(1, min(_next_pow2(plan.xnumel), budget // rblock))
+    warps = 16 if rblock >= 8192 else 8 if rblock >= 2048 else 4 if rblock >= 512 else 2
+    return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}
+
+
+def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
+    config = choose_config(plan, interpret)
+    persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
+    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
+    constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
+    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
+             f"    # source ops: {', '.join(plan.origins)}", f"    xnumel = {plan.xnumel}"]
+    steps = _flat_steps(plan)
+    if plan.is_reduction:
+        lines += [f"    rnumel = {plan.rnumel}",
+                  "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                  "    xmask = xindex < xnumel"]
+        body = _reduction_body(plan, steps, persistent, interpret)
+    else:
+        lines += ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
+                  "    xmask = xindex < xnumel"]
+        body = _pointwise_body(steps, interpret)
+    lines += ["    " + ln for ln in body]
+    n_programs = -(-plan.xnumel // config["XBLOCK"])
+    return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=tuple(args),
+                        grid=f"({max(n_programs, 1)},)", config_space=(config,), origins=plan.origins,
+                        kind="reduction" if plan.is_reduction else "pointwise")
+
+
+def _flat_steps(plan: KernelPlan) -> list[Step]:
+    """Rewrite every index from the kernel's multi-dim variables to flat xindex / rindex."""
+    ranges = {"xindex": plan.xnumel, "rindex": max(plan.rnumel, 1)}
+    mapping: dict[str, Index] = {}
+    for prefix, flat, sizes in (("x", "xindex", plan.space.x), ("r", "rindex", plan.space.r)):
+        stride = 1
+        for k in reversed(range(len(sizes))):
+            q = floordiv(Index.var(flat), stride, ranges)
+            mapping[f"{prefix}{k}"] = q if k == 0 else mod(q, sizes[k], ranges)
+            stride *= sizes[k]
+    out = []
+    for s in plan.steps:
+        store = s.store_index.subs(mapping, ranges) if s.store_index is not None else None
+        out.append(Step(s.node, s.scope, subs_index(s.value, mapping, ranges), s.reduction_type, s.store_buffer,
+                        store, s.store_dtype))
+    return out
+
+
+def _store(step: Step, value: str, mask: str, shape: str) -> str:
+    if not _depends_on_position(step.value):
+        value = f"tl.full({shape}, {value}, {register_dtype(step.value.dtype)})"
+    cast = f".to({TL_TYPE[step.store_dtype]})" if step.store_dtype != torch.bool else ".to(tl.int1)"
+    return f"tl.store({step.store_buffer} + ({step.store_index.render()}), ({value}){cast}, {mask})"
+
+
+def _depends_on_position(value: Value) -> bool:
+    return any(isinstance(v, (Load, IndexValue, ReductionResult)) for v in walk(value))
+
+
+def _pointwise_body(steps: list[Step], interpret: bool) -> list[str]:
+    printer = TritonPrinter("xmask", interpret)
+    for s in steps:
+        printer.lines.append(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]"))
+    return printer.lines
+
+
+_INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")'}
+
+
+def _init_value(kind: str, dtype: torch.dtype) -> str:
+    if dtype.is_floating_point or kind in ("sum", "prod"):
+        return _INIT[kind]
+    info = torch.iinfo(dtype)
+    return str(info.min if kind == "amax" else info.max)
+
+
+def _finish_reduction(kind: str, block: str, dtype: torch.dtype) -> list[str]:
+    """Reduce a [XBLOCK, RBLOCK] block along the row; NaN propagates for max/min like PyTorch."""
+    fn = {"sum": "tl.sum", "prod": None, "amax": "tl.max", "amin": "tl.min"}[kind]
+    if fn is None:
+        return [f"_red = tl.reduce({block}, 1, _mul_combine)[:, None]"]
+    lines = [f"_red = {fn}({block}, 1)[:, None]"]
+    if kind in ("amax", "amin") and dtype.is_floating_point:
+        lines.append(f"_red = tl.where(tl.max(({block} != {block}).to(tl.int32), 1)[:, None] > 0, "
+                     f"float('nan'), _red)")
+    return lines
+
+
+def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, interpret: bool) -> list[str]:
+    row = TritonPrinter("xmask", interpret)
+    full_mask = "xmask & rmask"
+    by_node = {s.node: s for s in steps}
+    if persistent:
+        row.lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+    full_scope = row.child() if persistent else None
+    if full_scope is not None:
+        full_scope.mask = full_mask
+    for kind, group in plan.phases():
+        group = [by_node[s.node] for s in group]
+        if kind == "row":
+            s = group[0]
+            row.lines.append(_store(s, row.emit(s.value), "xmask", "[XBLOCK, 1]"))
+            if full_scope is not None:
+                full_scope.cache.update(row.cache)
+            continue
+        if persistent:
+            scope = full_scope
+            scope.lines = []
+            scope.cache.update(row.cache)
+            scope.counter = max(scope.counter, row.counter)
+            for s in group:
+                name = scope.emit(s.value)
+                if s.reduction_type:
+                    init = _init_value(s.reduction_type, s.value.dtype)
+                    scope.lines.append(f"_blk = tl.where({full_mask}, {name}, {init})")
+                    scope.lines += _finish_reduction(s.reduction_type, "_blk", s.value.dtype)
+                    scope.lines.append(f"{s.node} = _red")
+                    if s.store_buffer:
+                        scope.lines.append(_store(s, s.node, "xmask", "[XBLOCK, 1]"))
+                else:
+                    scope.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
+            row.lines += scope.lines
+            row.counter = max(row.counter, scope.counter)
+            continue
+        reductions = [s for s in group if s.reduction_type]
+        for s in reductions:
+            init = _init_value(s.reduction_type, s.value.dtype)
+            row.lines.append(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, {register_dtype(s.value.dtype)})")
+        inner = row.child()
+        inner.mask = full_mask
+        inner.lines += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        for s in group:
+            name = inner.emit(s.value)
+            if s.reduction_type:
+                acc = f"acc_{s.node}"
+                init = _init_value(s.reduction_type, s.value.dtype)
+                v = f"tl.where({full_mask}, {name}, {init})"
+                combine = {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}",
+                           "amax": f"tl.maximum({acc}, {v}{_nan_arg(s)})",
+                           "amin": f"tl.minimum({acc}, {v}{_nan_arg(s)})"}[s.reduction_type]
+                inner.lines.append(f"{acc} = {combine}")
+            else:
+                inner.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
+        row.sync_counter(inner)
+        row.lines.append("for roffset in range(0, rnumel, RBLOCK):")
+        row.lines += ["    " + ln for ln in inner.lines]
+        for s in reductions:
+            row.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
+            row.lines.append(f"{s.node} = _red")
+            if s.store_buffer:
+                row.lines.append(_store(s, s.node, "xmask", "[XBLOCK, 1]"))
+    return row.lines
+
+
+def _nan_arg(step: Step) -> str:
+    return ", propagate_nan=tl.PropagateNan.ALL" if step.value.dtype.is_floating_point else ""
+
+
+MUL_COMBINE = '''
+@triton.jit
+def _mul_combine(a, b):
+    return a * b
+'''

@@ -1,0 +1,62 @@
+"""The one adapter that drives torch.compile with Inductor, for side-by-side views and benchmarks.
+
+Nothing else in compiler_core imports torch._inductor (ARCHITECTURE.md). Submodules are imported
+explicitly: on torch 2.13 `torch._inductor.compile_fx` is not an attribute after `import torch._inductor`.
+
+    from compiler_core.compare.inductor import compile_with_inductor
+    fast = compile_with_inductor(fn)          # torch.compile(fn, backend="inductor"), on a private copy of fn
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import types
+from typing import Any, Callable
+
+import torch
+
+
+def use_private_cache_dir(prefix: str = "fcompile-inductor-") -> str:
+    """Point Inductor's on-disk caches at a new empty folder, so "cold" compile times are cold.
+
+    Call before the first Inductor compilation in the process (some of its paths are computed once).
+    Returns the folder; the caller may delete it at exit.
+    """
+    path = tempfile.mkdtemp(prefix=prefix)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = path
+    return path
+
+
+def private_copy(fn: Callable) -> Callable:
+    """A function equal to fn but with its own code object.
+
+    Dynamo caches compilations per code object, and cc.compile() resets that cache for the code it
+    compiles; a private copy keeps Inductor's and our compilations of the same program apart.
+    """
+    if isinstance(fn, types.FunctionType):
+        copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__,
+                                  fn.__closure__)
+        copy.__kwdefaults__ = fn.__kwdefaults__
+        copy.__qualname__ = fn.__qualname__
+        return copy
+    return fn
+
+
+def compile_with_inductor(fn: Callable, mode: str = "default", dynamic: bool = False) -> Callable:
+    """torch.compile(fn) with the Inductor backend, on a private copy of fn (see private_copy)."""
+    import torch._inductor.compile_fx  # noqa: F401 - explicit submodule import (PITFALLS.md)
+
+    return torch.compile(private_copy(fn), backend="inductor", mode=None if mode == "default" else mode,
+                         dynamic=dynamic)
+
+
+def inductor_versions() -> dict[str, Any]:
+    """torch and (if installed) Triton versions, for benchmark records."""
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001 - Triton is optional on CPU-only installs
+        triton_version = None
+    return {"torch": torch.__version__, "triton": triton_version}

@@ -1,0 +1,84 @@
+"""The primitive op set: everything after decomposition is one of these, or an extern call.
+
+Both code generators implement exactly these primitives and nothing else, so this table is the
+contract between lowering (compiler_core/ir/lowering.py) and codegen (compiler_core/codegen/).
+Semantics follow PyTorch's elementwise ops on the computation dtype (fp32 for bf16/fp16 inputs).
+"""
+
+from __future__ import annotations
+
+# name -> (arity, semantics)
+POINTWISE: dict[str, tuple[int, str]] = {
+    # arithmetic
+    "add": (2, "a + b"),
+    "sub": (2, "a - b"),
+    "mul": (2, "a * b"),
+    "truediv": (2, "a / b (IEEE division; float operands)"),
+    "floordiv": (2, "floor(a / b); integer operands round toward -inf like Python"),
+    "truncdiv": (2, "a / b rounded toward zero (integer C division)"),
+    "remainder": (2, "a - floordiv(a, b) * b: result takes the sign of b, like torch.remainder"),
+    "neg": (1, "-a"),
+    "abs": (1, "|a|"),
+    "reciprocal": (1, "1 / a"),
+    "maximum": (2, "max(a, b); NaN if either is NaN"),
+    "minimum": (2, "min(a, b); NaN if either is NaN"),
+    "pow_int": (2, "a ** n for a small constant integer n, by repeated multiplication"),
+    # transcendental (float)
+    "exp": (1, "e ** a"),
+    "log": (1, "natural logarithm"),
+    "log1p": (1, "log(1 + a)"),
+    "expm1": (1, "exp(a) - 1"),
+    "sqrt": (1, "square root"),
+    "rsqrt": (1, "1 / sqrt(a)"),
+    "sin": (1, "sine"),
+    "cos": (1, "cosine"),
+    "tanh": (1, "hyperbolic tangent"),
+    "erf": (1, "error function"),
+    "sigmoid": (1, "1 / (1 + exp(-a))"),
+    "floor": (1, "round toward -inf"),
+    "ceil": (1, "round toward +inf"),
+    "trunc": (1, "round toward zero"),
+    "round": (1, "round half to even"),
+    "sign": (1, "-1, 0 or 1 (NaN stays NaN)"),
+    # comparison and logic (bool results)
+    "eq": (2, "a == b"),
+    "ne": (2, "a != b"),
+    "lt": (2, "a < b"),
+    "le": (2, "a <= b"),
+    "gt": (2, "a > b"),
+    "ge": (2, "a >= b"),
+    "isnan": (1, "a != a"),
+    "logical_not": (1, "not a"),
+    "logical_and": (2, "a and b"),
+    "logical_or": (2, "a or b"),
+    "where": (3, "b if a else c"),
+}
+
+REDUCTIONS: dict[str, str] = {
+    "sum": "add over the reduction ranges, starting at 0",
+    "prod": "multiply over the reduction ranges, starting at 1",
+    "amax": "maximum over the reduction ranges (NaN propagates), starting at -inf",
+    "amin": "minimum over the reduction ranges (NaN propagates), starting at +inf",
+}
+
+OTHER: dict[str, str] = {
+    "load": "read buffer[index]; index is an affine expression of the loop variables with // and %",
+    "store": "write buffer[index] = value",
+    "cast": "convert to another dtype (bool -> 0/1, float -> int truncates)",
+    "constant": "a scalar literal",
+    "index": "an index expression used as a value (arange)",
+    "view": "no code: a new layout (sizes, strides, offset) over an existing buffer",
+    "extern": "call PyTorch (matmul, convolution, and any op without a lowering)",
+}
+
+
+def describe() -> str:
+    """The primitive set as a Markdown table (used by the docs and the explorer)."""
+    lines = ["| primitive | kind | semantics |", "|---|---|---|"]
+    for name, (arity, text) in POINTWISE.items():
+        lines.append(f"| `{name}` | pointwise/{arity} | {text} |")
+    for name, text in REDUCTIONS.items():
+        lines.append(f"| `{name}` | reduction | {text} |")
+    for name, text in OTHER.items():
+        lines.append(f"| `{name}` | {name} | {text} |")
+    return "\n".join(lines)

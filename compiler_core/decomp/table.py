@@ -1,0 +1,125 @@
+"""Decomposition to the primitive set.
+
+AOTAutograd applies `decomposition_table()` while tracing, so composite ops (softmax, layer_norm,
+gelu, var, addmm...) arrive already broken into simple ATen ops.  `to_prim_graph` then names the
+primitive every remaining ATen op maps to (see primitives.py), or marks it extern with a reason.
+The list is pinned here rather than taken from `core_aten_decompositions()`, whose size changes
+between torch versions (PITFALLS.md).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import torch
+
+from compiler_core import _compat
+from compiler_core.decomp.artifacts import PrimGraph
+
+aten = torch.ops.aten
+prims = torch.ops.prims
+
+# Composite ops we break up during tracing, so their pieces can fuse with their neighbours.
+DECOMPOSE = [
+    aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
+    aten.std_mean, aten.gelu, aten.silu, aten.mish, aten.hardtanh, aten.hardsigmoid, aten.hardswish,
+    aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addmm, aten.addcmul, aten.addcdiv,
+    aten.lerp, aten.rsub, aten.masked_fill, aten.clamp_min, aten.clamp_max, aten.square, aten.xlogy,
+    aten.logaddexp, aten.frac, aten.threshold, aten.native_dropout, aten.hypot, aten.sinc, aten.log10,
+    aten.log2, aten.exp2, aten.erfc, aten.sgn, aten.linalg_vector_norm, aten.norm, aten.mse_loss,
+    aten._log_softmax_backward_data, aten._softmax_backward_data, aten.native_layer_norm_backward,
+    aten.gelu_backward, aten.silu_backward, aten.sigmoid_backward, aten.tanh_backward,
+    aten.threshold_backward, aten.where.ScalarOther, aten.where.ScalarSelf, aten.full_like,
+    aten.zeros_like, aten.ones_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.mean.default,
+    aten.transpose, aten.t, aten.baddbmm, aten.dot, aten.mv,
+]
+
+
+@functools.lru_cache(maxsize=1)
+def decomposition_table() -> dict:
+    return _compat.get_decompositions(DECOMPOSE)
+
+
+# ATen op (overload packet) -> primitive name.  Anything else is an extern call.
+POINTWISE_OPS = {
+    aten.add: "add", aten.sub: "sub", aten.mul: "mul", aten.div: "truediv", aten.neg: "neg",
+    aten.abs: "abs", aten.reciprocal: "reciprocal", aten.maximum: "maximum", aten.minimum: "minimum",
+    aten.exp: "exp", aten.log: "log", aten.log1p: "log1p", aten.expm1: "expm1", aten.sqrt: "sqrt",
+    aten.rsqrt: "rsqrt", aten.sin: "sin", aten.cos: "cos", aten.tanh: "tanh", aten.erf: "erf",
+    aten.sigmoid: "sigmoid", aten.floor: "floor", aten.ceil: "ceil", aten.trunc: "trunc",
+    aten.round: "round", aten.sign: "sign", aten.eq: "eq", aten.ne: "ne", aten.lt: "lt", aten.le: "le",
+    aten.gt: "gt", aten.ge: "ge", aten.isnan: "isnan", aten.logical_not: "logical_not",
+    aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten.where: "where",
+    aten.relu: "maximum", aten.clamp: "clamp", aten.pow: "pow", aten.remainder: "remainder",
+    aten.floor_divide: "floordiv", aten.bitwise_not: "logical_not", aten.bitwise_and: "logical_and",
+    aten.bitwise_or: "logical_or", aten._to_copy: "cast", aten.clone: "copy", aten.copy: "copy",
+    aten.alias: "view", aten.lift_fresh_copy: "copy", aten.fill: "fill", aten.full: "fill",
+    aten.scalar_tensor: "fill", aten.zeros: "fill", aten.ones: "fill", aten.arange: "index",
+    prims.convert_element_type: "cast",
+}
+REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
+                 prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}
+# Some decompositions emit prims.* ops; these are views (or plain pointwise ops) too.
+PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
+               prims.view_of, prims.expand_dims} if hasattr(prims, "expand_dims") else {
+               prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
+               prims.view_of}
+PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", prims.sub: "sub",
+                   prims.neg: "neg", prims.exp: "exp", prims.rsqrt: "rsqrt", prims.sqrt: "sqrt",
+                   prims.where: "where", prims.abs: "abs"}
+
+# Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
+LIBRARY_OPS = {
+    aten.mm: "matmul runs in cuBLAS/oneDNN (extern call)",
+    aten.bmm: "batched matmul runs in cuBLAS/oneDNN (extern call)",
+    aten.convolution: "convolution runs in cuDNN/oneDNN (extern call)",
+    aten._scaled_dot_product_flash_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_efficient_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_flash_attention_for_cpu: "attention runs in PyTorch's SDPA kernel (extern call)",
+}
+
+_INTEGER_ONLY_DIVISION = {"Tensor_mode", "Scalar_mode"}
+
+
+def classify(node: torch.fx.Node) -> tuple[str, str]:
+    """(primitive name, reason when extern) for one call_function node."""
+    target = node.target
+    packet = getattr(target, "overloadpacket", None)
+    if _is_view(target) or packet in PRIMS_VIEWS:
+        return "view", ""
+    if packet in PRIMS_POINTWISE:
+        return PRIMS_POINTWISE[packet], ""
+    if packet in REDUCTION_OPS:
+        return REDUCTION_OPS[packet], ""
+    if packet in POINTWISE_OPS:
+        prim = POINTWISE_OPS[packet]
+        if packet is aten.div and getattr(target, "_overloadname", "") in _INTEGER_ONLY_DIVISION:
+            mode = node.kwargs.get("rounding_mode")
+            prim = {"floor": "floordiv", "trunc": "truncdiv", None: "truediv"}[mode]
+        return prim, ""
+    if packet in LIBRARY_OPS:
+        return "extern", LIBRARY_OPS[packet]
+    if target is getattr(__import__("operator"), "getitem"):
+        return "getitem", ""
+    return "extern", f"no lowering for {target}: runs in PyTorch"
+
+
+def _is_view(target: object) -> bool:
+    schema = getattr(target, "_schema", None)
+    if schema is None or not schema.returns:
+        return False
+    alias = schema.returns[0].alias_info
+    return alias is not None and not alias.is_write
+
+
+def to_prim_graph(gm: torch.fx.GraphModule) -> PrimGraph:
+    node_prims: dict[str, str] = {}
+    externs: dict[str, str] = {}
+    for node in gm.graph.nodes:
+        if node.op != "call_function":
+            continue
+        prim, reason = classify(node)
+        node_prims[node.name] = prim
+        if prim == "extern":
+            externs[node.name] = reason
+    return PrimGraph(graph_module=gm, node_prims=node_prims, externs=externs)

@@ -1,0 +1,199 @@
+"""Loop-level IR artifacts: Layout, Buffer, MemoryDep, LoopNode, LoopGraph.
+
+A LoopNode computes one buffer.  Its loop variables are `x0, x1, ...` over `ranges` and, for a
+reduction, `r0, r1, ...` over `reduction_ranges`.  `body` is the value at one point (for a
+reduction: the value fed to the combine), `store_index` the flat offset written at one `x` point.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from math import prod
+from typing import Optional
+
+import torch
+
+from compiler_core.ir.index import Index
+from compiler_core.ir.values import Value, format_value, loads
+
+
+@dataclass(frozen=True)
+class Layout:
+    size: tuple[int, ...]
+    stride: tuple[int, ...]
+    offset: int = 0  # in elements, from the buffer's data pointer
+
+    @staticmethod
+    def contiguous(size: tuple[int, ...]) -> "Layout":
+        stride, running = [], 1
+        for s in reversed(size):
+            stride.append(running)
+            running *= max(s, 1)
+        return Layout(tuple(size), tuple(reversed(stride)), 0)
+
+    @property
+    def numel(self) -> int:
+        return prod(self.size)
+
+    @property
+    def storage_numel(self) -> int:
+        """Elements of storage needed to hold every addressed element."""
+        if self.numel == 0:
+            return 0
+        return self.offset + 1 + sum((s - 1) * st for s, st in zip(self.size, self.stride))
+
+    def is_dense(self) -> bool:
+        """Non-overlapping and dense: a permutation of a contiguous layout."""
+        dims = sorted((st, s) for s, st in zip(self.size, self.stride) if s != 1)
+        expected = 1
+        for st, s in dims:
+            if st != expected:
+                return False
+            expected *= s
+        return True
+
+    def __str__(self) -> str:
+        off = f", offset={self.offset}" if self.offset else ""
+        return f"size={list(self.size)}, stride={list(self.stride)}{off}"
+
+
+@dataclass(frozen=True)
+class Buffer:
+    name: str
+    dtype: torch.dtype
+    layout: Layout  # the layout the buffer is allocated with
+    device: str = "cpu"
+
+    @property
+    def nbytes(self) -> int:
+        return self.layout.storage_numel * _itemsize(self.dtype)
+
+
+def _itemsize(dtype: torch.dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    buffer: str
+    index: Index
+
+    def __str__(self) -> str:
+        return f"{self.buffer}[{self.index}]"
+
+
+@dataclass(frozen=True)
+class ExternCall:
+    """An op that runs in PyTorch: `target(*args)` where tensor args name buffers/views."""
+
+    target: str  # printable name, e.g. "aten.mm.default"
+    op: object  # the torch OpOverload (kept for the runtime; not part of equality)
+    args: tuple  # nested structure of ViewRef and Python constants
+    kwargs: tuple  # sorted (key, value) pairs
+    reason: str  # why it is an extern call
+
+    def __hash__(self) -> int:
+        return hash((self.target, self.reason))
+
+
+@dataclass(frozen=True)
+class ViewRef:
+    """A tensor argument of an extern call or a graph output: a layout over a buffer."""
+
+    buffer: str
+    layout: Layout
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class LoopNode:
+    name: str
+    kind: str  # "pointwise" | "reduction" | "extern"
+    output: Buffer
+    origins: tuple[str, ...]
+    ranges: tuple[int, ...] = ()
+    reduction_ranges: tuple[int, ...] = ()
+    reduction_type: Optional[str] = None
+    body: Optional[Value] = None
+    store_index: Optional[Index] = None
+    extern: Optional[ExternCall] = None
+    extern_inputs: tuple[str, ...] = ()
+    # For a reduction: the input's full shape and which of its dims are reduced, so the scheduler
+    # can place pointwise nodes of that shape into the same kernel.
+    full_shape: tuple[int, ...] = ()
+    reduced_dims: tuple[int, ...] = ()
+    extra_outputs: tuple[Buffer, ...] = ()  # extern calls returning several tensors
+
+    @property
+    def reads(self) -> tuple[MemoryDep, ...]:
+        if self.kind == "extern":
+            return tuple(MemoryDep(b, Index.of(0)) for b in self.extern_inputs)
+        return tuple(dict.fromkeys(MemoryDep(ld.buffer, ld.index) for ld in loads(self.body)))
+
+    @property
+    def writes(self) -> tuple[MemoryDep, ...]:
+        if self.kind == "extern":
+            return tuple(MemoryDep(b.name, Index.of(0)) for b in (self.output, *self.extra_outputs))
+        return (MemoryDep(self.output.name, self.store_index),)
+
+    @property
+    def input_buffers(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys(d.buffer for d in self.reads))
+
+    @property
+    def var_ranges(self) -> dict[str, int]:
+        out = {f"x{i}": s for i, s in enumerate(self.ranges)}
+        out.update({f"r{i}": s for i, s in enumerate(self.reduction_ranges)})
+        return out
+
+    def pretty(self) -> str:
+        head = f"{self.name}: {self.output.dtype} [{self.output.layout}]  # from {', '.join(self.origins)}"
+        if self.kind == "extern":
+            return f"{head}\n    extern {self.extern.target}  ({self.extern.reason})"
+        loop = f"for x in {list(self.ranges)}"
+        if self.kind == "reduction":
+            loop += f", r in {list(self.reduction_ranges)}: {self.reduction_type}"
+        return f"{head}\n    {loop}\n    {self.name}[{self.store_index}] = {format_value(self.body)}"
+
+
+@dataclass(frozen=True)
+class LoopGraph:
+    inputs: tuple[Buffer, ...]  # graph inputs in placeholder order
+    nodes: tuple[LoopNode, ...]  # topological order
+    outputs: tuple[object, ...]  # ViewRef per graph output, or a Python constant
+    constants: dict = field(default_factory=dict, compare=False)  # get_attr tensors by buffer name
+    device: str = "cpu"
+
+    def node(self, name: str) -> LoopNode:
+        for n in self.nodes:
+            if n.name == name:
+                return n
+        raise KeyError(name)
+
+    def producers(self) -> dict[str, LoopNode]:
+        out = {}
+        for n in self.nodes:
+            out[n.output.name] = n
+            for b in n.extra_outputs:
+                out[b.name] = n
+        return out
+
+    def consumers(self) -> dict[str, list[str]]:
+        """buffer name -> names of the nodes that read it."""
+        out: dict[str, list[str]] = {}
+        for n in self.nodes:
+            for b in n.input_buffers:
+                out.setdefault(b, []).append(n.name)
+        return out
+
+    def output_buffers(self) -> set[str]:
+        return {o.buffer for o in self.outputs if isinstance(o, ViewRef)}
+
+    def pretty(self) -> str:
+        lines = ["# inputs"]
+        lines += [f"{b.name}: {b.dtype} [{b.layout}]" for b in self.inputs]
+        lines.append("# loop nodes")
+        lines += [n.pretty() for n in self.nodes]
+        outs = [f"{o.buffer}[{o.layout}]" if isinstance(o, ViewRef) else repr(o) for o in self.outputs]
+        lines.append(f"# outputs: {', '.join(outs)}")
+        return "\n".join(lines)

@@ -1,0 +1,260 @@
+"""Index expressions: integer affine sums over loop variables, with floor-division and modulo atoms.
+
+Every memory access in the loop IR is a flat storage offset written as an `Index`:
+
+    Index.var("x0") * 1024 + Index.var("r0")        # prints as  1024*x0 + r0
+
+Floor-division and modulo appear when a flat offset is mapped back to multi-dimensional loop
+variables (inlining a producer, or splitting a flat kernel index).  `simplify`-style rules run as
+expressions are built, using the known size of each variable, so that
+`((1024*x0 + r0) // 1024)` becomes `x0` whenever `r0 < 1024`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Mapping, Union
+
+Ranges = Mapping[str, int]
+
+
+@dataclass(frozen=True, order=True)
+class Var:
+    name: str
+
+
+@dataclass(frozen=True, order=True)
+class FloorDiv:
+    arg: "Index"
+    divisor: int
+
+
+@dataclass(frozen=True, order=True)
+class Mod:
+    arg: "Index"
+    divisor: int
+
+
+Atom = Union[Var, FloorDiv, Mod]
+
+
+def _atom_key(atom: Atom) -> tuple:
+    # A total order over atoms of different kinds keeps terms canonical (for equality and printing).
+    kind = {Var: 0, FloorDiv: 1, Mod: 2}[type(atom)]
+    return (kind, repr(atom))
+
+
+@dataclass(frozen=True)
+class Index:
+    """sum(coef * atom) + const, kept canonical: sorted atoms, no zero coefficients."""
+
+    terms: tuple[tuple[Atom, int], ...] = ()
+    const: int = 0
+
+    # ---- construction -------------------------------------------------------------------
+    @staticmethod
+    def of(value: "Index | int") -> "Index":
+        return value if isinstance(value, Index) else Index((), int(value))
+
+    @staticmethod
+    def var(name: str) -> "Index":
+        return Index(((Var(name), 1),), 0)
+
+    @staticmethod
+    def _build(coefs: dict, const: int) -> "Index":
+        coefs, extra_const = _fold_div_mod_pairs(dict(coefs))
+        const += extra_const
+        terms = tuple(sorted(((a, c) for a, c in coefs.items() if c != 0), key=lambda t: _atom_key(t[0])))
+        return Index(terms, int(const))
+
+    def __add__(self, other: "Index | int") -> "Index":
+        other = Index.of(other)
+        coefs = dict(self.terms)
+        for atom, coef in other.terms:
+            coefs[atom] = coefs.get(atom, 0) + coef
+        return Index._build(coefs, self.const + other.const)
+
+    __radd__ = __add__
+
+    def __mul__(self, factor: int) -> "Index":
+        if isinstance(factor, Index):
+            if factor.terms:
+                raise ValueError("index expressions stay affine: multiply by an integer only")
+            factor = factor.const
+        return Index._build({a: c * factor for a, c in self.terms}, self.const * factor)
+
+    __rmul__ = __mul__
+
+    def __sub__(self, other: "Index | int") -> "Index":
+        return self + Index.of(other) * -1
+
+    # ---- queries ------------------------------------------------------------------------
+    @property
+    def is_constant(self) -> bool:
+        return not self.terms
+
+    def coefficient(self, name: str) -> int:
+        """Coefficient of a plain variable (0 if absent); used to test dimension merging."""
+        return dict(self.terms).get(Var(name), 0)
+
+    def free_vars(self) -> set[str]:
+        names: set[str] = set()
+        for atom, _ in self.terms:
+            if isinstance(atom, Var):
+                names.add(atom.name)
+            else:
+                names |= atom.arg.free_vars()
+        return names
+
+    def is_affine(self) -> bool:
+        """True when the expression uses plain variables only (no // or %)."""
+        return all(isinstance(a, Var) for a, _ in self.terms)
+
+    def bounds(self, ranges: Ranges) -> tuple[int, int] | None:
+        """Inclusive [min, max] over the variables' ranges, or None if a variable is unknown."""
+        lo = hi = self.const
+        for atom, coef in self.terms:
+            b = _atom_bounds(atom, ranges)
+            if b is None:
+                return None
+            a_lo, a_hi = b
+            lo += min(coef * a_lo, coef * a_hi)
+            hi += max(coef * a_lo, coef * a_hi)
+        return lo, hi
+
+    # ---- transformation -----------------------------------------------------------------
+    def subs(self, mapping: Mapping[str, "Index"], ranges: Ranges = {}) -> "Index":
+        result = Index.of(self.const)
+        for atom, coef in self.terms:
+            if isinstance(atom, Var):
+                value = mapping.get(atom.name, Index.var(atom.name))
+            elif isinstance(atom, FloorDiv):
+                value = floordiv(atom.arg.subs(mapping, ranges), atom.divisor, ranges)
+            else:
+                value = mod(atom.arg.subs(mapping, ranges), atom.divisor, ranges)
+            result = result + value * coef
+        return result
+
+    def simplify(self, ranges: Ranges) -> "Index":
+        return self.subs({}, ranges)
+
+    # ---- printing -----------------------------------------------------------------------
+    def render(self, name: Callable[[str], str] = str, div: str = "//") -> str:
+        """Print with a variable-name mapper and a floor-division operator ('//' or '/')."""
+        parts: list[str] = []
+        for atom, coef in self.terms:
+            text = _render_atom(atom, name, div)
+            if coef == 1:
+                parts.append(text)
+            elif coef == -1:
+                parts.append(f"-{text}")
+            else:
+                parts.append(f"{coef}*{text}")
+        if self.const or not parts:
+            parts.append(str(self.const))
+        out = " + ".join(parts)
+        return out.replace("+ -", "- ")
+
+    def __str__(self) -> str:
+        return self.render()
+
+    def __repr__(self) -> str:
+        return f"Index({self.render()})"
+
+
+def _render_atom(atom: Atom, name: Callable[[str], str], div: str) -> str:
+    if isinstance(atom, Var):
+        return name(atom.name)
+    op = div if isinstance(atom, FloorDiv) else "%"
+    return f"(({atom.arg.render(name, div)}) {op} {atom.divisor})"
+
+
+def _atom_bounds(atom: Atom, ranges: Ranges) -> tuple[int, int] | None:
+    if isinstance(atom, Var):
+        size = ranges.get(atom.name)
+        return None if size is None else (0, max(size - 1, 0))
+    inner = atom.arg.bounds(ranges)
+    if isinstance(atom, FloorDiv):
+        return None if inner is None else (inner[0] // atom.divisor, inner[1] // atom.divisor)
+    return (0, atom.divisor - 1)
+
+
+def _fold_div_mod_pairs(coefs: dict) -> tuple[dict, int]:
+    # k*D*(e // D) + k*(e % D) == k*e: recovers a flat index split into (row, column).
+    # Repeats until nothing folds, so a flat index split into several dims is rebuilt whole.
+    extra_const = 0
+    changed = True
+    while changed:
+        changed = False
+        for atom in [a for a in coefs if isinstance(a, Mod)]:
+            k = coefs.get(atom, 0)
+            partner = floordiv(atom.arg, atom.divisor)
+            if not k or len(partner.terms) != 1 or partner.const != 0 or partner.terms[0][1] != 1:
+                continue
+            partner_atom = partner.terms[0][0]
+            if coefs.get(partner_atom, 0) != k * atom.divisor:
+                continue
+            del coefs[atom]
+            del coefs[partner_atom]
+            for inner_atom, inner_coef in atom.arg.terms:
+                coefs[inner_atom] = coefs.get(inner_atom, 0) + k * inner_coef
+            extra_const += k * atom.arg.const
+            coefs = {a: c for a, c in coefs.items() if c != 0}
+            changed = True
+            break
+    return coefs, extra_const
+
+
+def _split(expr: Index, divisor: int) -> tuple[Index, Index]:
+    """expr = divisor*quotient_part + remainder_part, by coefficients (no range reasoning)."""
+    q_terms: dict = {}
+    r_terms: dict = {}
+    for atom, coef in expr.terms:
+        if coef % divisor == 0:
+            q_terms[atom] = coef // divisor
+        else:
+            r_terms[atom] = coef
+    return Index._build(q_terms, expr.const // divisor), Index._build(r_terms, expr.const % divisor)
+
+
+def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = {}) -> Index:
+    expr = Index.of(expr)
+    if divisor == 1:
+        return expr
+    quotient, remainder = _split(expr, divisor)
+    b = remainder.bounds(ranges)
+    if b is not None and 0 <= b[0] and b[1] < divisor:
+        return quotient
+    if b is not None and b[0] >= 0:
+        # Pull the exactly-divisible part out: (D*q + r) // D == q + r // D for r >= 0.
+        return quotient + _floordiv_atom(remainder, divisor)
+    return _floordiv_atom(expr, divisor)
+
+
+def _floordiv_atom(expr: Index, divisor: int) -> Index:
+    # (e // a) // b == e // (a*b): one canonical form, so div/mod pairs can be recognised.
+    if expr.const == 0 and len(expr.terms) == 1 and expr.terms[0][1] == 1 and isinstance(expr.terms[0][0], FloorDiv):
+        inner = expr.terms[0][0]
+        return _floordiv_atom(inner.arg, inner.divisor * divisor)
+    return Index(((FloorDiv(expr, divisor), 1),), 0)
+
+
+def mod(expr: "Index | int", divisor: int, ranges: Ranges = {}) -> Index:
+    expr = Index.of(expr)
+    if divisor == 1:
+        return Index.of(0)
+    _, remainder = _split(expr, divisor)
+    b = remainder.bounds(ranges)
+    if b is not None and 0 <= b[0] and b[1] < divisor:
+        return remainder
+    if b is not None and b[0] >= 0:
+        return Index(((Mod(remainder, divisor), 1),), 0)
+    return Index(((Mod(expr, divisor), 1),), 0)
+
+
+def linear_index(names: list[str], strides: tuple[int, ...], offset: int = 0) -> Index:
+    """offset + sum(stride_k * names[k]): the address of an element of a strided tensor."""
+    result = Index.of(offset)
+    for name, stride in zip(names, strides):
+        result = result + Index.var(name) * stride
+    return result

@@ -1,0 +1,528 @@
+"""Lowering: PrimGraph (ATen FX graph with shapes) -> LoopGraph.
+
+Every tensor value is a *view*: a Layout (sizes, strides, offset) over a buffer's storage.  View
+ops make no code at all; they only produce a new layout, read from the FakeTensor metadata torch
+already computed.  Pointwise and reduction primitives become LoopNodes whose bodies load through
+those layouts, so transposed, broadcast (stride 0), sliced (offset) and strided inputs all become
+index expressions.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+import torch
+
+from compiler_core import _compat
+from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
+from compiler_core.ir.index import Index, linear_index
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                    torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+class LoweringError(Exception):
+    """This graph cannot be lowered; the caller runs it in eager PyTorch."""
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """bf16/fp16 values are computed in fp32 and rounded once on store."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+def lower(prims: PrimGraph) -> LoopGraph:
+    return _Lowering(prims).run()
+
+
+class _Lowering:
+    def __init__(self, prims: PrimGraph):
+        self.prims = prims
+        self.gm = prims.graph_module
+        self.values: dict[str, Any] = {}  # FX node name -> ViewRef | tuple of ViewRef | Python scalar
+        self.meta_offsets: dict[str, int] = {}  # FX node name -> FakeTensor storage_offset
+        self.nodes: list[LoopNode] = []
+        self.inputs: list[Buffer] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.device = "cpu"
+
+    # ---- driver -------------------------------------------------------------------------
+    def run(self) -> LoopGraph:
+        outputs: tuple = ()
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "get_attr":
+                self._constant(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                outputs = tuple(self._output_value(a) for a in _flatten(node.args[0]))
+        return LoopGraph(inputs=tuple(self.inputs), nodes=tuple(self.nodes), outputs=outputs,
+                         constants=self.constants, device=self.device)
+
+    def _output_value(self, arg: Any) -> Any:
+        if isinstance(arg, torch.fx.Node):
+            return self.values[arg.name]
+        return arg
+
+    def _placeholder(self, node: torch.fx.Node) -> None:
+        val = _compat.fake_value(node)
+        if not isinstance(val, torch.Tensor):
+            raise LoweringError(f"input {node.name} is a {type(val).__name__}, not a tensor (dynamic shapes are "
+                                "not supported yet: compile with dynamic=False)")
+        self._check_dtype(val.dtype, node)
+        self.device = val.device.type
+        buf = Buffer(node.name, val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0), val.device.type)
+        self.inputs.append(buf)
+        self.values[node.name] = ViewRef(buf.name, buf.layout, buf.dtype)
+        self.meta_offsets[node.name] = val.storage_offset()
+
+    def _constant(self, node: torch.fx.Node) -> None:
+        tensor = getattr(self.gm, node.target)
+        name = f"const_{node.name}"
+        layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
+        self.constants[name] = tensor
+        self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type))
+        self.values[node.name] = ViewRef(name, layout, tensor.dtype)
+        self.meta_offsets[node.name] = tensor.storage_offset()
+
+    def _call(self, node: torch.fx.Node) -> None:
+        prim = self.prims.node_prims[node.name]
+        if prim == "getitem":
+            source, i = node.args
+            self.values[node.name] = self.values[source.name][i]
+            self.meta_offsets[node.name] = _compat.fake_value(node).storage_offset()
+            return
+        val = _compat.fake_value(node)
+        if isinstance(val, torch.Tensor):
+            self._check_dtype(val.dtype, node)
+            self.meta_offsets[node.name] = val.storage_offset()
+        handler = _HANDLERS.get(prim)
+        if prim == "view":
+            self.values[node.name] = self._view(node, val)
+        elif prim == "extern" or handler is None:
+            self._extern(node, self.prims.externs.get(node.name, f"no lowering for {prim}"))
+        else:
+            try:
+                self.values[node.name] = handler(self, node, val)
+            except _Unsupported as why:
+                self._extern(node, f"no lowering for {node.target} with these arguments: {why}")
+
+    def _check_dtype(self, dtype: torch.dtype, node: torch.fx.Node) -> None:
+        if dtype not in SUPPORTED_DTYPES:
+            raise LoweringError(f"{node.name} has dtype {dtype}, which the code generators do not support")
+
+    # ---- building blocks ----------------------------------------------------------------
+    def new_buffer(self, node: torch.fx.Node, val: torch.Tensor) -> Buffer:
+        layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
+        if not layout.is_dense():
+            layout = Layout.contiguous(tuple(val.shape))
+        return Buffer(f"buf{len(self.nodes)}", val.dtype, layout, val.device.type)
+
+    def load(self, arg: Any, out_shape: tuple[int, ...], var_names: list[str], dtype: torch.dtype) -> Value:
+        """Value of `arg` at the output point named by `var_names`, broadcast, cast to `dtype`."""
+        if not isinstance(arg, torch.fx.Node):
+            return Constant(_scalar(arg, dtype), dtype)
+        view = self.values[arg.name]
+        if not isinstance(view, ViewRef):
+            raise _Unsupported(f"argument {arg.name} is not a tensor")
+        index = broadcast_index(view.layout, out_shape, var_names)
+        value: Value = Load(view.buffer, index, view.dtype)
+        return value if view.dtype == dtype else Cast(value, dtype)
+
+    def add_node(self, node: LoopNode) -> ViewRef:
+        self.nodes.append(node)
+        return ViewRef(node.output.name, node.output.layout, node.output.dtype)
+
+    def pointwise(self, node: torch.fx.Node, val: torch.Tensor, body_fn: Callable[[list[str]], Value],
+                  origin: str | None = None) -> ViewRef:
+        buf = self.new_buffer(node, val)
+        names = [f"x{i}" for i in range(val.dim())]
+        body = body_fn(names)
+        if body.dtype != val.dtype:
+            body = Cast(body, val.dtype)
+        store = linear_index(names, buf.layout.stride)
+        return self.add_node(LoopNode(name=buf.name, kind="pointwise", output=buf, origins=(origin or node.name,),
+                                      ranges=tuple(val.shape), body=body, store_index=store))
+
+    def reduction(self, node: torch.fx.Node, val: torch.Tensor, source: Any, dims: list[int], reduction_type: str,
+                  acc_dtype: torch.dtype, prologue: Callable[[Value, list[str]], Value] | None = None) -> ViewRef:
+        """Reduce `source` over `dims`; `prologue(value, full_var_names)` transforms each element first."""
+        view = self.values[source.name]
+        full_shape = tuple(view.layout.size)
+        ndim = len(full_shape)
+        dims = sorted({d % ndim for d in dims}) if ndim else []
+        kept = [d for d in range(ndim) if d not in dims]
+        full_names = ["" for _ in range(ndim)]
+        for k, d in enumerate(kept):
+            full_names[d] = f"x{k}"
+        for k, d in enumerate(dims):
+            full_names[d] = f"r{k}"
+        value = self.load(source, full_shape, full_names, acc_dtype)
+        if prologue is not None:
+            value = prologue(value, full_names)
+        buf = self.new_buffer(node, val)
+        # Store: keepdim outputs have size-1 dims where the reduced dims were.
+        out_names = [f"x{k}" for k in range(len(kept))]
+        if val.dim() == ndim:
+            store_names = [full_names[d] if d in kept else "" for d in range(ndim)]
+            store = linear_index([n for n in store_names if n],
+                                 tuple(buf.layout.stride[d] for d in range(ndim) if store_names[d]))
+        else:
+            store = linear_index(out_names, buf.layout.stride)
+        return self.add_node(LoopNode(
+            name=buf.name, kind="reduction", output=buf, origins=(node.name,),
+            ranges=tuple(full_shape[d] for d in kept), reduction_ranges=tuple(full_shape[d] for d in dims),
+            reduction_type=reduction_type, body=value, store_index=store,
+            full_shape=full_shape, reduced_dims=tuple(dims)))
+
+    def _view(self, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        base_node = node.args[0]
+        base = self.values[base_node.name]
+        base_val = _compat.fake_value(base_node)
+        if tuple(base.layout.stride) != tuple(base_val.stride()) and base.layout.numel > 1:
+            raise LoweringError(f"view {node.name} of {base_node.name}: buffer layout differs from torch's metadata")
+        offset = base.layout.offset + val.storage_offset() - base_val.storage_offset()
+        return ViewRef(base.buffer, Layout(tuple(val.shape), tuple(val.stride()), offset), val.dtype)
+
+    def _extern(self, node: torch.fx.Node, reason: str) -> None:
+        def convert(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                v = self.values[a.name]
+                if not isinstance(v, ViewRef):
+                    raise LoweringError(f"extern {node.name}: argument {a.name} is not a tensor")
+                return v
+            if isinstance(a, (list, tuple)):
+                return type(a)(convert(x) for x in a)
+            return a
+
+        args = convert(tuple(node.args))
+        kwargs = tuple(sorted((k, convert(v)) for k, v in node.kwargs.items()))
+        inputs = tuple(dict.fromkeys(v.buffer for v in _flatten((args, [v for _, v in kwargs]))
+                                     if isinstance(v, ViewRef)))
+        val = _compat.fake_value(node)
+        outs = [v for v in _flatten(val)] if isinstance(val, (list, tuple)) else [val]
+        if not all(isinstance(v, torch.Tensor) for v in outs):
+            raise LoweringError(f"extern {node.name} returns non-tensor values")
+        buffers = []
+        for v in outs:
+            buf = Buffer(f"buf{len(self.nodes)}_{len(buffers)}" if len(outs) > 1 else f"buf{len(self.nodes)}",
+                         v.dtype, Layout(tuple(v.shape), tuple(v.stride()), 0), v.device.type)
+            buffers.append(buf)
+        call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
+        self.nodes.append(LoopNode(name=f"buf{len(self.nodes)}", kind="extern", output=buffers[0],
+                                   origins=(node.name,), extern=call, extern_inputs=inputs,
+                                   extra_outputs=tuple(buffers[1:])))
+        refs = tuple(ViewRef(b.name, b.layout, b.dtype) for b in buffers)
+        self.values[node.name] = refs if isinstance(val, (list, tuple)) else refs[0]
+
+
+class _Unsupported(Exception):
+    """This op's arguments are outside what the lowering handles: make it an extern call."""
+
+
+def _flatten(value: Any) -> list:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
+
+
+def _scalar(value: Any, dtype: torch.dtype) -> Any:
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise _Unsupported("symbolic scalar")
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return int(value)
+
+
+def broadcast_index(layout: Layout, out_shape: tuple[int, ...], var_names: list[str]) -> Index:
+    """Flat offset of the element of a (broadcast) view that lines up with an output point."""
+    index = Index.of(layout.offset)
+    lead = len(out_shape) - len(layout.size)
+    for d, (size, stride) in enumerate(zip(layout.size, layout.stride)):
+        name = var_names[lead + d]
+        if size != 1 and name:
+            index = index + Index.var(name) * stride
+    return index
+
+
+# ---- pointwise handlers --------------------------------------------------------------------
+def _tensor_args(node: torch.fx.Node) -> list:
+    return [a for a in node.args if isinstance(a, (torch.fx.Node, int, float, bool))]
+
+
+def _elementwise(prim: str, arity: int) -> Callable:
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        args = list(node.args[:arity])
+        if len(args) != arity:
+            raise _Unsupported(f"expected {arity} arguments")
+        alpha = node.kwargs.get("alpha", 1)
+        cdt = compute_dtype(val.dtype)
+        if prim in ("floordiv", "truncdiv", "remainder", "maximum", "minimum", "add", "sub", "mul", "neg",
+                    "abs", "sign", "truediv"):
+            operand_dtype = cdt
+        else:
+            operand_dtype = cdt if cdt.is_floating_point else torch.float32
+
+        def body(names: list[str]) -> Value:
+            vals = [lw.load(a, tuple(val.shape), names, operand_dtype) for a in args]
+            if alpha != 1 and prim in ("add", "sub"):
+                vals[1] = Op("mul", (vals[1], Constant(_scalar(alpha, operand_dtype), operand_dtype)), operand_dtype)
+            return Op(prim, tuple(vals), operand_dtype)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _compare(prim: str) -> Callable:
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        a, b = node.args[:2]
+        cdt = compute_dtype(torch.result_type(*(_meta_or_scalar(x) for x in (a, b))))
+
+        def body(names: list[str]) -> Value:
+            return Op(prim, (lw.load(a, tuple(val.shape), names, cdt), lw.load(b, tuple(val.shape), names, cdt)),
+                      torch.bool)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _logical(prim: str, arity: int) -> Callable:
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        if val.dtype != torch.bool:
+            raise _Unsupported("bitwise ops on integers")
+
+        def body(names: list[str]) -> Value:
+            vals = tuple(lw.load(a, tuple(val.shape), names, torch.bool) for a in node.args[:arity])
+            return Op(prim, vals, torch.bool)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _meta_or_scalar(x: Any) -> Any:
+    return _compat.fake_value(x) if isinstance(x, torch.fx.Node) else x
+
+
+def _isnan(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    x = node.args[0]
+    src = _meta_or_scalar(x).dtype
+    if not src.is_floating_point:
+        return lw.pointwise(node, val, lambda names: Constant(False, torch.bool))
+    return lw.pointwise(node, val, lambda names: Op("isnan", (lw.load(x, tuple(val.shape), names,
+                                                                      compute_dtype(src)),), torch.bool))
+
+
+def _where(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    cond, a, b = node.args
+    cdt = compute_dtype(val.dtype)
+
+    def body(names: list[str]) -> Value:
+        shape = tuple(val.shape)
+        return Op("where", (lw.load(cond, shape, names, torch.bool), lw.load(a, shape, names, cdt),
+                            lw.load(b, shape, names, cdt)), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
+def _clamp(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    x = node.args[0]
+    lo = node.args[1] if len(node.args) > 1 else node.kwargs.get("min")
+    hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
+    cdt = compute_dtype(val.dtype)
+
+    def body(names: list[str]) -> Value:
+        v = lw.load(x, tuple(val.shape), names, cdt)
+        if lo is not None:
+            v = Op("maximum", (v, lw.load(lo, tuple(val.shape), names, cdt)), cdt)
+        if hi is not None:
+            v = Op("minimum", (v, lw.load(hi, tuple(val.shape), names, cdt)), cdt)
+        return v
+
+    return lw.pointwise(node, val, body)
+
+
+def _relu_or_maximum(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    if node.target is torch.ops.aten.relu.default:
+        cdt = compute_dtype(val.dtype)
+        x = node.args[0]
+        return lw.pointwise(node, val, lambda names: Op(
+            "maximum", (lw.load(x, tuple(val.shape), names, cdt), Constant(_scalar(0, cdt), cdt)), cdt))
+    return _elementwise("maximum", 2)(lw, node, val)
+
+
+def _pow(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    base, exponent = node.args[:2]
+    if isinstance(base, torch.fx.Node) and isinstance(exponent, (int, float)) and float(exponent) in (
+            0.5, -0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0, 0.0):
+        cdt = compute_dtype(val.dtype)
+        e = float(exponent)
+
+        def body(names: list[str]) -> Value:
+            x = lw.load(base, tuple(val.shape), names, cdt)
+            if e == 0.5:
+                return Op("sqrt", (x,), cdt)
+            if e == -0.5:
+                return Op("rsqrt", (x,), cdt)
+            if e == 0.0:
+                return Constant(_scalar(1, cdt), cdt)
+            result = x
+            for _ in range(int(abs(e)) - 1):
+                result = Op("mul", (result, x), cdt)
+            return Op("reciprocal", (result,), cdt) if e < 0 else result
+
+        if e < 0 and not cdt.is_floating_point:
+            raise _Unsupported("negative integer power of an integer")
+        return lw.pointwise(node, val, body)
+    raise _Unsupported("pow with a tensor or non-small exponent")
+
+
+def _cast(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    device = node.kwargs.get("device")
+    if device is not None and torch.device(device).type != lw.device:
+        raise _Unsupported("device transfer")
+    x = node.args[0]
+    return lw.pointwise(node, val, lambda names: lw.load(x, tuple(val.shape), names, val.dtype))
+
+
+def _copy(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    # clone(x) / copy(dst, src): the source broadcast to the output shape and dtype.
+    src = node.args[1] if node.target is torch.ops.aten.copy.default else node.args[0]
+    return lw.pointwise(node, val, lambda names: lw.load(src, tuple(val.shape), names, val.dtype))
+
+
+def _fill(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    target = node.target
+    if target in (torch.ops.aten.full.default,):
+        value = node.args[1]
+    elif target in (torch.ops.aten.zeros.default,):
+        value = 0
+    elif target in (torch.ops.aten.ones.default,):
+        value = 1
+    elif target is torch.ops.aten.scalar_tensor.default:
+        value = node.args[0]
+    elif target in (torch.ops.aten.fill.Scalar,):
+        value = node.args[1]
+    else:
+        raise _Unsupported("fill variant")
+    if isinstance(value, torch.fx.Node):
+        raise _Unsupported("fill with a tensor value")
+    return lw.pointwise(node, val, lambda names: Constant(_scalar(value, val.dtype), val.dtype))
+
+
+def _arange(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    args = list(node.args)
+    if node.target is torch.ops.aten.arange.default:
+        start, step = 0, 1
+    elif node.target is torch.ops.aten.arange.start:
+        start, step = args[0], 1
+    elif node.target is torch.ops.aten.arange.start_step:
+        start, step = args[0], args[2]
+    else:
+        raise _Unsupported("arange variant")
+    cdt = compute_dtype(val.dtype)
+
+    def body(names: list[str]) -> Value:
+        position = Cast(IndexValue(Index.var(names[0]), torch.int64), cdt)
+        return Op("add", (Op("mul", (position, Constant(_scalar(step, cdt), cdt)), cdt),
+                          Constant(_scalar(start, cdt), cdt)), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
+# ---- reduction handlers --------------------------------------------------------------------
+def _reduction_dims(node: torch.fx.Node) -> list[int] | None:
+    if len(node.args) > 1 and node.args[1] is not None:
+        dims = node.args[1]
+        return [dims] if isinstance(dims, int) else list(dims)
+    dims = node.kwargs.get("dim")
+    if dims is None:
+        return None
+    return [dims] if isinstance(dims, int) else list(dims)
+
+
+def _reduce(kind: str) -> Callable:
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        source = node.args[0]
+        src_val = _compat.fake_value(source)
+        dims = _reduction_dims(node)
+        if dims is None or len(dims) == 0:
+            dims = list(range(src_val.dim()))
+        acc = compute_dtype(val.dtype)
+        if kind in ("sum", "prod", "amax", "amin"):
+            return lw.reduction(node, val, source, dims, kind, acc)
+        if kind == "mean":
+            count = 1
+            for d in dims:
+                count *= src_val.shape[d % max(src_val.dim(), 1)] if src_val.dim() else 1
+            total = lw.reduction(node, val, source, dims, "sum", acc)
+            return _scale(lw, node, val, total, 1.0 / max(count, 1) if count else float("nan"))
+        if kind == "var":
+            correction = node.args[2] if len(node.args) > 2 else node.kwargs.get("correction", 1)
+            return _variance(lw, node, val, source, dims, correction)
+        raise _Unsupported(kind)
+
+    return handler
+
+
+def _scale(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor, source: ViewRef, factor: float) -> ViewRef:
+    cdt = compute_dtype(val.dtype)
+    names_shape = tuple(val.shape)
+
+    def body(names: list[str]) -> Value:
+        load = Load(source.buffer, broadcast_index(source.layout, names_shape, names), source.dtype)
+        value = load if source.dtype == cdt else Cast(load, cdt)
+        return Op("mul", (value, Constant(factor, cdt)), cdt)
+
+    return lw.pointwise(node, val, body, origin=node.name)
+
+
+def _variance(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor, source: torch.fx.Node, dims: list[int],
+              correction: Any) -> ViewRef:
+    """var = sum((x - mean)^2) / (n - correction), as two reductions that share one kernel."""
+    src_val = _compat.fake_value(source)
+    ndim = src_val.dim()
+    dims = sorted({d % ndim for d in dims})
+    count = 1
+    for d in dims:
+        count *= src_val.shape[d]
+    acc = compute_dtype(val.dtype)
+    total = lw.reduction(node, val, source, dims, "sum", acc)
+    mean = _scale(lw, node, val, total, 1.0 / count)
+    kept = [d for d in range(ndim) if d not in dims]
+
+    def centered_square(value: Value, full_names: list[str]) -> Value:
+        kept_names = [full_names[d] for d in kept]
+        m = Load(mean.buffer, broadcast_index(mean.layout, tuple(val.shape), kept_names[-val.dim():] if val.dim()
+                                              else []), mean.dtype)
+        diff = Op("sub", (value, m if mean.dtype == acc else Cast(m, acc)), acc)
+        return Op("mul", (diff, diff), acc)
+
+    squares = lw.reduction(node, val, source, dims, "sum", acc, prologue=centered_square)
+    denominator = count - float(correction or 0)
+    return _scale(lw, node, val, squares, 1.0 / denominator if denominator > 0 else float("inf"))
+
+
+_HANDLERS: dict[str, Callable] = {
+    **{p: _elementwise(p, 2) for p in ("add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder",
+                                        "minimum")},
+    **{p: _elementwise(p, 1) for p in ("neg", "abs", "reciprocal", "exp", "log", "log1p", "expm1", "sqrt",
+                                        "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "floor", "ceil", "trunc",
+                                        "round", "sign")},
+    **{p: _compare(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
+    "logical_not": _logical("logical_not", 1), "logical_and": _logical("logical_and", 2),
+    "logical_or": _logical("logical_or", 2), "isnan": _isnan, "where": _where, "clamp": _clamp,
+    "maximum": _relu_or_maximum, "pow": _pow, "cast": _cast, "copy": _copy, "fill": _fill, "index": _arange,
+    **{k: _reduce(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
+}
+
+_ = operator  # operator.getitem arrives as the "getitem" primitive (see decomp/table.py)

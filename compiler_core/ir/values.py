@@ -1,0 +1,127 @@
+"""Value expressions: the body of a loop node, as an explicit tree (never a closure).
+
+    Op("exp", (Op("sub", (Load("arg0_1", x0*64 + r0), ReductionResult("buf0"))),))
+
+prints as `exp(arg0_1[64*x0 + r0] - buf0)`.  Both code generators walk these trees; the explorer
+prints them.  `dtype` on every node is the dtype the value is computed in (fp32 for bf16/fp16
+storage: loads upcast, stores downcast).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator, Union
+
+import torch
+
+from compiler_core.ir.index import Index
+
+
+@dataclass(frozen=True)
+class Load:
+    buffer: str
+    index: Index
+    dtype: torch.dtype  # storage dtype of the buffer
+
+
+@dataclass(frozen=True)
+class Constant:
+    value: Union[float, int, bool]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class IndexValue:
+    """An index expression used as a value (arange, iota, masks built from positions)."""
+
+    index: Index
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Op:
+    op: str  # a primitive name from compiler_core.decomp.primitives.POINTWISE
+    args: tuple["Value", ...]
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class Cast:
+    arg: "Value"
+    dtype: torch.dtype
+
+
+@dataclass(frozen=True)
+class ReductionResult:
+    """The finished value of a reduction computed earlier in the same kernel (same row)."""
+
+    node: str
+    dtype: torch.dtype
+
+
+Value = Union[Load, Constant, IndexValue, Op, Cast, ReductionResult]
+
+
+def children(value: Value) -> tuple[Value, ...]:
+    if isinstance(value, Op):
+        return value.args
+    if isinstance(value, Cast):
+        return (value.arg,)
+    return ()
+
+
+def walk(value: Value) -> Iterator[Value]:
+    """Every node of the tree, parents before children."""
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        yield node
+        stack.extend(reversed(children(node)))
+
+
+def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
+    """Copy of the tree with each leaf (Load, Constant, IndexValue, ReductionResult) replaced."""
+    if isinstance(value, Op):
+        return Op(value.op, tuple(rebuild(a, leaf) for a in value.args), value.dtype)
+    if isinstance(value, Cast):
+        return Cast(rebuild(value.arg, leaf), value.dtype)
+    return leaf(value)
+
+
+def subs_index(value: Value, mapping: dict[str, Index], ranges: dict[str, int]) -> Value:
+    """Rename loop variables inside every index of the tree."""
+
+    def leaf(v: Value) -> Value:
+        if isinstance(v, Load):
+            return Load(v.buffer, v.index.subs(mapping, ranges), v.dtype)
+        if isinstance(v, IndexValue):
+            return IndexValue(v.index.subs(mapping, ranges), v.dtype)
+        return v
+
+    return rebuild(value, leaf)
+
+
+def loads(value: Value) -> list[Load]:
+    return [v for v in walk(value) if isinstance(v, Load)]
+
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<",
+          "le": "<=", "gt": ">", "ge": ">="}
+
+
+def format_value(value: Value) -> str:
+    """Readable one-line form, e.g. `exp(arg0_1[64*x0 + r0] - buf0)`."""
+    if isinstance(value, Load):
+        return f"{value.buffer}[{value.index}]"
+    if isinstance(value, Constant):
+        return repr(value.value)
+    if isinstance(value, IndexValue):
+        return f"index({value.index})"
+    if isinstance(value, ReductionResult):
+        return value.node
+    if isinstance(value, Cast):
+        return f"to_{str(value.dtype).replace('torch.', '')}({format_value(value.arg)})"
+    args = [format_value(a) for a in value.args]
+    if value.op in _INFIX and len(args) == 2:
+        return f"({args[0]} {_INFIX[value.op]} {args[1]})"
+    return f"{value.op}({', '.join(args)})"

@@ -1,0 +1,150 @@
+"""Build and load a graph's kernels, then exec the host program around them -> CompiledArtifact.
+
+C++: all kernels of a graph go into one translation unit, compiled once by the system compiler into
+a shared object cached on disk by content hash (so a warm compile is a file lookup), loaded with
+ctypes.  Triton: the kernels' module is exec'd once per content hash per process (Triton caches its
+own binaries), in interpreter mode when the tensors live on the CPU.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from compiler_core import _compat
+from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
+from compiler_core.codegen.cpp.prelude import PRELUDE
+from compiler_core.codegen.triton.kernel import HELPERS, MUL_COMBINE
+from compiler_core.ir.graph import LoopGraph
+from compiler_core.runtime.artifacts import CompiledArtifact
+
+CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"]
+_LOADED_TRITON: dict[str, dict[str, Any]] = {}
+
+
+class BuildError(Exception):
+    """The generated code did not compile; the graph falls back to eager PyTorch."""
+
+
+def cache_dir() -> Path:
+    root = os.environ.get("FCOMPILE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fcompile")
+    path = Path(root)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def build_program(kernels: tuple[KernelSource, ...], wrapper: WrapperProgram, graph: LoopGraph,
+                  mode: str) -> CompiledArtifact:
+    namespace: dict[str, Any] = {
+        "torch": torch, "empty_strided": torch.empty_strided, "DEVICE": torch.device(graph.device),
+        "view": view, "ensure_layout": ensure_layout, "constants": graph.constants,
+        "NTHREADS": torch.get_num_threads(),
+    }
+    library = None
+    cache_hit = True
+    if kernels and wrapper.backend == "cpp":
+        library, cache_hit = build_cpp(kernels)
+        lib = ctypes.CDLL(str(library))
+        for k in kernels:
+            fn = getattr(lib, k.name)
+            fn.argtypes = [ctypes.c_void_p] * len(k.signature) + [ctypes.c_int]
+            fn.restype = None
+            namespace[k.name] = fn
+    elif kernels:
+        loaded, cache_hit = load_triton(kernels, interpret=graph.device != "cuda")
+        namespace.update({k.name: loaded[k.name] for k in kernels})
+    exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
+    configs = {k.name: dict(k.config_space[0]) for k in kernels if k.config_space}
+    cudagraph = "not used: mode is default" if mode == "default" else f"not used yet: mode {mode} runs as default"
+    return CompiledArtifact(call=namespace["call"], backend=wrapper.backend,
+                            kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
+                            tuning_log=("launch configs chosen by heuristic (no autotuning in default mode)",),
+                            cache_hit=cache_hit, library_path=str(library) if library else None,
+                            cudagraph=cudagraph)
+
+
+def _digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def cpp_translation_unit(kernels: tuple[KernelSource, ...]) -> str:
+    return PRELUDE + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n"
+
+
+def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
+    """Compile (or find in the cache) the shared object for these kernels: (path, cache_hit)."""
+    source = cpp_translation_unit(kernels)
+    key = _digest(source + " ".join(CXX_FLAGS) + _compiler_version())
+    target = cache_dir() / "cpp" / key / "kernels.so"
+    if target.exists():
+        return target, True
+    target.parent.mkdir(parents=True, exist_ok=True)
+    (target.parent / "kernels.cpp").write_text(source)
+    # Build beside the target and rename atomically: parallel processes may race on one key.
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    os.close(fd)
+    cmd = [_compiler(), *CXX_FLAGS, "-o", tmp, str(target.parent / "kernels.cpp")]
+    result = subprocess.run(cmd, capture_output=True, text=True)
+    if result.returncode != 0:
+        os.unlink(tmp)
+        raise BuildError("the C++ compiler rejected the generated code:\n" + result.stderr[-3000:])
+    os.replace(tmp, target)
+    return target, False
+
+
+def _compiler() -> str:
+    return os.environ.get("CXX", "g++")
+
+
+_VERSION: dict[str, str] = {}
+
+
+def _compiler_version() -> str:
+    if "v" not in _VERSION:
+        try:
+            _VERSION["v"] = subprocess.run([_compiler(), "--version"], capture_output=True, text=True).stdout
+        except OSError as exc:
+            raise BuildError(f"no C++ compiler found ({_compiler()}): install g++ (apt-get install g++) "
+                             "or use backend='triton'") from exc
+    return _VERSION["v"]
+
+
+def triton_module_source(kernels: tuple[KernelSource, ...], interpret: bool) -> str:
+    header = ["import triton", "import triton.language as tl"]
+    if not interpret:
+        header.append(_compat.libdevice_import())
+    return "\n".join(header) + "\n" + HELPERS + MUL_COMBINE + "\n\n" + "\n\n\n".join(k.source for k in kernels) + "\n"
+
+
+def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:
+    source = triton_module_source(kernels, interpret)
+    key = _digest(source + str(interpret))
+    if key in _LOADED_TRITON:
+        return _LOADED_TRITON[key], True
+    path = cache_dir() / "triton" / f"{key}.py"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(source)
+    namespace = _compat.exec_triton_module(source, str(path), interpret)
+    _LOADED_TRITON[key] = namespace
+    return namespace, False
+
+
+# ---- helpers the host program calls ----------------------------------------------------------
+def view(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
+    return base.as_strided(size, stride, base.storage_offset() + offset)
+
+
+def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
+    """Extern calls usually return the strides torch's metadata promised; copy when they do not."""
+    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out

@@ -1,0 +1,92 @@
+"""Schedule and MemoryPlan artifacts: which loop nodes share a kernel, and why; buffer reuse."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class FusionGroup:
+    """One kernel (or one extern call): loop nodes in execution order within the group."""
+
+    name: str  # kernel name, e.g. "fused_amax_sub_exp_sum_div_0"
+    kind: str  # "pointwise" | "reduction" | "extern"
+    nodes: tuple[str, ...]  # LoopNode names
+    x_ranges: tuple[int, ...]  # iteration space of the kernel (rows)
+    r_ranges: tuple[int, ...]  # reduction space (per row); () for pointwise kernels
+    materialized: tuple[str, ...]  # buffers this group writes to memory
+    internal: tuple[str, ...]  # buffers produced and consumed inside (never written)
+    origins: tuple[str, ...]  # FX node names this kernel computes
+
+    def pretty(self) -> str:
+        space = f"x={list(self.x_ranges)}" + (f", r={list(self.r_ranges)}" if self.r_ranges else "")
+        return (f"{self.name} ({self.kind}, {space}): nodes {', '.join(self.nodes)}; "
+                f"writes {', '.join(self.materialized) or '-'}; kept in registers {', '.join(self.internal) or '-'}")
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    first: tuple[str, ...]  # nodes of the producer-side group
+    second: tuple[str, ...]  # nodes of the consumer-side group
+    legal: bool
+    accepted: bool
+    reason: str
+    bytes_saved: int
+
+    def pretty(self) -> str:
+        verdict = "fused" if self.accepted else ("legal, not taken" if self.legal else "refused")
+        return (f"{'+'.join(self.first)}  <->  {'+'.join(self.second)}: {verdict}; {self.reason}; "
+                f"saves {self.bytes_saved} bytes")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    groups: tuple[FusionGroup, ...]
+    decisions: tuple[FusionDecision, ...]
+
+    @property
+    def kernel_count(self) -> int:
+        return sum(1 for g in self.groups if g.kind != "extern")
+
+    def group_of(self, node: str) -> FusionGroup:
+        for g in self.groups:
+            if node in g.nodes:
+                return g
+        raise KeyError(node)
+
+    def pretty(self) -> str:
+        lines = ["# groups (execution order)"] + [g.pretty() for g in self.groups]
+        lines.append("# fusion decisions")
+        lines += [d.pretty() for d in self.decisions]
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class LiveRange:
+    buffer: str
+    nbytes: int
+    first_step: int  # index of the group that writes it
+    last_step: int  # index of the last group that reads it (len(groups) for graph outputs)
+
+
+@dataclass(frozen=True)
+class MemoryPlan:
+    live_ranges: tuple[LiveRange, ...]
+    reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
+    frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these storages are released
+    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place (none yet)
+    peak_bytes_planned: int
+    peak_bytes_unplanned: int
+
+    def storage_of(self, buffer: str) -> str:
+        """Name of the allocation a buffer lives in (itself unless it reuses a dead one)."""
+        reuse = dict(self.reuse)
+        while buffer in reuse:
+            buffer = reuse[buffer]
+        return buffer
+
+    def pretty(self) -> str:
+        lines = [f"# peak bytes: planned {self.peak_bytes_planned}, without reuse {self.peak_bytes_unplanned}"]
+        lines += [f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}" for r in self.live_ranges]
+        lines += [f"{new} reuses the storage of {old}" for new, old in self.reuse]
+        return "\n".join(lines)

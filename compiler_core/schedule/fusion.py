@@ -1,0 +1,217 @@
+"""The fusion scheduler: LoopGraph -> Schedule.
+
+Start with one group per loop node.  Repeatedly consider every pair of groups joined by a data
+edge, decide whether they may share a kernel (and why not), score legal pairs by the bytes of
+memory traffic fusion removes, and merge the best.  Every pair considered is kept as a
+FusionDecision with its reason, so the explorer can answer "why was this not fused?".
+
+Legality, in order: extern calls never fuse; two reductions must iterate the same space; fusing
+must not create a cycle through a group outside the pair; and the kernel plan must build (every
+node fits the kernel's space or is inlined into consumers inside it, and every read of a reduction
+result lines up with the row computing it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
+from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
+
+
+@dataclass
+class _Group:
+    members: list[str]  # topological order
+    space: Space
+    kind: str  # "pointwise" | "reduction" | "extern"
+
+
+def schedule(graph: LoopGraph) -> Schedule:
+    return _Scheduler(graph).run()
+
+
+class _Scheduler:
+    def __init__(self, graph: LoopGraph):
+        self.graph = graph
+        self.order = {n.name: i for i, n in enumerate(graph.nodes)}
+        self.nodes = {n.name: n for n in graph.nodes}
+        self.producer_of = {b: n.name for b, n in graph.producers().items()}
+        self.readers: dict[str, set[str]] = {}  # node -> nodes reading its output
+        for n in graph.nodes:
+            for b in n.input_buffers:
+                if b in self.producer_of:
+                    self.readers.setdefault(self.producer_of[b], set()).add(n.name)
+        self.graph_outputs = graph.output_buffers()
+        self.groups: list[_Group] = [
+            _Group([n.name], Space.of(n) if n.kind != "extern" else Space(()), n.kind) for n in graph.nodes]
+        self.decisions: dict[tuple, FusionDecision] = {}
+
+    # ---- main loop ----------------------------------------------------------------------
+    def run(self) -> Schedule:
+        while True:
+            best = None
+            for a, b in self._candidate_pairs():
+                decision = self._evaluate(a, b)
+                self.decisions[(tuple(a.members), tuple(b.members))] = decision
+                if decision.legal and (best is None or decision.bytes_saved > best[2].bytes_saved):
+                    best = (a, b, decision)
+            if best is None:
+                break
+            a, b, decision = best
+            self.decisions[(tuple(a.members), tuple(b.members))] = FusionDecision(
+                decision.first, decision.second, True, True, decision.reason, decision.bytes_saved)
+            self._merge(a, b)
+        return Schedule(groups=tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
+                        decisions=tuple(self.decisions.values()))
+
+    def _group_of(self) -> dict[str, _Group]:
+        return {m: g for g in self.groups for m in g.members}
+
+    def _candidate_pairs(self) -> list[tuple[_Group, _Group]]:
+        group_of = self._group_of()
+        pairs, seen = [], set()
+        for producer, readers in self.readers.items():
+            for reader in sorted(readers, key=self.order.get):
+                a, b = group_of[producer], group_of[reader]
+                if a is b or (id(a), id(b)) in seen:
+                    continue
+                seen.add((id(a), id(b)))
+                pairs.append((a, b))
+        return pairs
+
+    # ---- legality and score ---------------------------------------------------------------
+    def _evaluate(self, a: _Group, b: _Group) -> FusionDecision:
+        def verdict(legal: bool, reason: str, saved: int = 0) -> FusionDecision:
+            return FusionDecision(tuple(a.members), tuple(b.members), legal, False, reason, saved)
+
+        if a.kind == "extern" or b.kind == "extern":
+            ext = a if a.kind == "extern" else b
+            return verdict(False, f"{ext.members[0]} is an extern call ({self.nodes[ext.members[0]].extern.reason})")
+        space = self._merged_space(a, b)
+        if space is None:
+            return verdict(False, f"reductions over different iteration spaces ({a.space.describe()} vs "
+                                  f"{b.space.describe()})")
+        if self._creates_cycle(a, b):
+            return verdict(False, "a node outside both groups sits between them (fusing would create a cycle)")
+        members = sorted(a.members + b.members, key=self.order.get)
+        try:
+            build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space)
+        except PlanError as why:
+            return verdict(False, str(why))
+        saved = self._bytes_saved(a, b)
+        kinds = "+".join(sorted({a.kind, b.kind}))
+        return verdict(True, f"same iteration space ({space.describe()}), {kinds}", saved)
+
+    def _merged_space(self, a: _Group, b: _Group) -> Space | None:
+        if a.space.is_reduction and b.space.is_reduction:
+            return a.space if a.space == b.space else None
+        if a.space.is_reduction:
+            return a.space
+        if b.space.is_reduction:
+            return b.space
+        # Two pointwise groups: the larger space wins; the smaller one must inline into it.
+        return a.space if _numel(a.space) >= _numel(b.space) else b.space
+
+    def _creates_cycle(self, a: _Group, b: _Group) -> bool:
+        group_of = self._group_of()
+        pair = set(a.members) | set(b.members)
+        # Walk forward from the pair through outside nodes; reaching the pair again is a cycle.
+        frontier = [r for m in pair for r in self.readers.get(m, ()) if r not in pair]
+        seen = set()
+        while frontier:
+            n = frontier.pop()
+            if n in seen:
+                continue
+            seen.add(n)
+            for m in group_of[n].members:
+                for r in self.readers.get(m, ()):
+                    if r in pair:
+                        return True
+                    frontier.append(r)
+        return False
+
+    def _materialized(self, members: list[str]) -> set[str]:
+        """Buffers a group must write: read outside it, or returned by the graph."""
+        inside = set(members)
+        out = set()
+        for m in members:
+            buf = self.nodes[m].output.name
+            if buf in self.graph_outputs or any(r not in inside for r in self.readers.get(m, ())):
+                out.add(buf)
+        return out
+
+    def _bytes_saved(self, a: _Group, b: _Group) -> int:
+        before = self._materialized(a.members) | self._materialized(b.members)
+        after = self._materialized(a.members + b.members)
+        saved = 0
+        for m in a.members + b.members:
+            buf = self.nodes[m].output
+            if buf.name in before and buf.name not in after:
+                saved += 2 * buf.nbytes  # one write and one read less
+            elif buf.name in before and any(r in b.members for r in self.readers.get(m, ())):
+                saved += buf.nbytes  # still written, but not read back by the fused consumer
+        return saved
+
+    # ---- merging and output -----------------------------------------------------------------
+    def _merge(self, a: _Group, b: _Group) -> None:
+        space = self._merged_space(a, b)
+        kind = "reduction" if space.is_reduction else "pointwise"
+        merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
+        self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
+
+    def _ordered_groups(self) -> list[_Group]:
+        """Groups in an order that respects data dependencies (Kahn's algorithm, stable by node order)."""
+        group_of = self._group_of()
+        deps = {id(g): set() for g in self.groups}
+        for g in self.groups:
+            for m in g.members:
+                for b in self.nodes[m].input_buffers:
+                    p = self.producer_of.get(b)
+                    if p is not None and group_of[p] is not g:
+                        deps[id(g)].add(id(group_of[p]))
+        done: set[int] = set()
+        ordered: list[_Group] = []
+        remaining = sorted(self.groups, key=lambda g: min(self.order[m] for m in g.members))
+        while remaining:
+            for g in remaining:
+                if deps[id(g)] <= done:
+                    ordered.append(g)
+                    done.add(id(g))
+                    remaining.remove(g)
+                    break
+            else:
+                raise RuntimeError("fusion produced a cycle between kernels")
+        return ordered
+
+    def _finish(self, g: _Group, index: int) -> FusionGroup:
+        materialized = self._materialized(g.members)
+        nodes = [self.nodes[m] for m in g.members]
+        origins = tuple(dict.fromkeys(o for n in nodes for o in n.origins))
+        name = kernel_name(nodes, index) if g.kind != "extern" else f"extern_{nodes[0].extern.target}"
+        writes = tuple(n.output.name for n in nodes if n.output.name in materialized or g.kind == "extern")
+        internal = tuple(n.output.name for n in nodes if n.output.name not in writes)
+        return FusionGroup(name=name, kind=g.kind, nodes=tuple(g.members), x_ranges=g.space.x,
+                           r_ranges=g.space.r, materialized=writes, internal=internal, origins=origins)
+
+
+def _numel(space: Space) -> int:
+    total = 1
+    for s in space.x + space.r:
+        total *= s
+    return total
+
+
+def kernel_name(nodes: list[LoopNode], index: int) -> str:
+    """`fused_amax_sub_exp_sum_div_0`: the ops it computes, in order, then its position."""
+    ops = []
+    for n in nodes:
+        for origin in n.origins:
+            op = origin.rstrip("0123456789").rstrip("_") or origin
+            if op not in ops:
+                ops.append(op)
+    stem = "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
+    return f"fused_{stem}_{index}" if len(nodes) > 1 else f"{stem}_{index}"
+
+
+__all__ = ["schedule", "placement"]

@@ -1,0 +1,221 @@
+"""KernelPlan: what one fused kernel computes, in the kernel's own loop variables.
+
+A fused group's nodes are placed into one iteration space: rows `x0, x1, ...` and, for reduction
+kernels, per-row reduction variables `r0, r1, ...`.  Pointwise producers are inlined into their
+consumers (recomputed instead of stored and re-read); a reduction's result becomes a per-row local
+(`ReductionResult`).  The plan is a list of steps in order; both code generators print it.
+
+Building a plan is also the scheduler's final legality check: if any load cannot be resolved
+(a consumer would need a reduction result of another row, say) fusion is refused with that reason.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from math import prod
+from typing import Optional
+
+import torch
+
+from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.index import Index, floordiv, mod
+from compiler_core.ir.values import Load, ReductionResult, Value, rebuild, subs_index, walk
+
+
+class PlanError(Exception):
+    """This set of nodes cannot form one kernel; the message is the reason shown to users."""
+
+
+@dataclass(frozen=True)
+class Space:
+    """A kernel's iteration space.  `full`/`roles` say how a reduction's input shape maps onto it."""
+
+    x: tuple[int, ...]
+    r: tuple[int, ...] = ()
+    full: Optional[tuple[int, ...]] = None  # reduction input shape
+    roles: Optional[tuple[tuple[str, int], ...]] = None  # per full dim: ("x", k) or ("r", k)
+
+    @staticmethod
+    def of(node: LoopNode) -> "Space":
+        if node.kind != "reduction":
+            return Space(tuple(node.ranges))
+        roles, kx, kr = [], 0, 0
+        for d in range(len(node.full_shape)):
+            if d in node.reduced_dims:
+                roles.append(("r", kr))
+                kr += 1
+            else:
+                roles.append(("x", kx))
+                kx += 1
+        return Space(tuple(node.ranges), tuple(node.reduction_ranges), tuple(node.full_shape), tuple(roles))
+
+    @property
+    def is_reduction(self) -> bool:
+        return self.full is not None
+
+    def ranges(self) -> dict[str, int]:
+        out = {f"x{i}": s for i, s in enumerate(self.x)}
+        out.update({f"r{i}": s for i, s in enumerate(self.r)})
+        return out
+
+    def describe(self) -> str:
+        return f"x={list(self.x)}" + (f", r={list(self.r)}" if self.is_reduction else "")
+
+
+def placement(node: LoopNode, space: Space) -> Optional[tuple[dict[str, Index], str]]:
+    """Map a node's loop variables into `space`: (mapping, "full" | "row"), or None if it does not fit."""
+    if node.kind == "reduction":
+        mine = Space.of(node)
+        if space.is_reduction and mine.full == space.full and mine.roles == space.roles:
+            return {}, "full"
+        return None
+    shape = tuple(node.ranges)
+    names = [f"x{i}" for i in range(len(shape))]
+    if not space.is_reduction:
+        return ({}, "row") if shape == space.x else None
+    if shape == space.full:
+        return {n: Index.var(f"{role}{k}") for n, (role, k) in zip(names, space.roles)}, "full"
+    keepdim = tuple(1 if role == "r" else s for s, (role, _) in zip(space.full, space.roles))
+    if shape == keepdim:
+        return {n: (Index.var(f"x{k}") if role == "x" else Index.of(0)) for n, (role, k) in zip(names, space.roles)}, "row"
+    if shape == space.x:
+        return {}, "row"
+    return None
+
+
+@dataclass(frozen=True)
+class Step:
+    node: str
+    scope: str  # "full": runs for every (x, r) point; "row": once per x point
+    value: Value  # in kernel variables, loads of in-kernel producers resolved
+    reduction_type: Optional[str] = None  # set for reductions
+    store_buffer: Optional[str] = None  # buffer written (None: result stays in registers)
+    store_index: Optional[Index] = None
+    store_dtype: Optional[torch.dtype] = None
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    name: str
+    space: Space
+    steps: tuple[Step, ...]
+    inputs: tuple[tuple[str, torch.dtype], ...]  # buffers read from memory
+    outputs: tuple[tuple[str, torch.dtype], ...]  # buffers written to memory
+    origins: tuple[str, ...]
+
+    @property
+    def is_reduction(self) -> bool:
+        return bool(self.space.r)
+
+    @property
+    def xnumel(self) -> int:
+        return prod(self.space.x)
+
+    @property
+    def rnumel(self) -> int:
+        return prod(self.space.r)
+
+    def phases(self) -> list[tuple[str, list[Step]]]:
+        """Steps grouped into ("loop", full steps sharing one pass over r) and ("row", [step]) items,
+        so that nothing reads a reduction before the pass that finishes it."""
+        items: list[tuple[str, list[Step]]] = []
+        open_loop: list[Step] = []
+        open_reductions: set[str] = set()
+        for step in self.steps:
+            deps = {v.node for v in walk(step.value) if isinstance(v, ReductionResult)}
+            if step.scope == "full":
+                if deps & open_reductions:
+                    items.append(("loop", open_loop))
+                    open_loop, open_reductions = [], set()
+                open_loop.append(step)
+                if step.reduction_type:
+                    open_reductions.add(step.node)
+            else:
+                if open_loop:
+                    items.append(("loop", open_loop))
+                    open_loop, open_reductions = [], set()
+                items.append(("row", [step]))
+        if open_loop:
+            items.append(("loop", open_loop))
+        return items
+
+
+def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materialized: set[str],
+                      space: Space) -> KernelPlan:
+    """Place `members` (topological order) into `space`; store only `materialized` buffers."""
+    nodes = {n: graph.node(n) for n in members}
+    ranges = space.ranges()
+    placed: dict[str, tuple[dict[str, Index], str]] = {}
+    for n in members:
+        p = placement(nodes[n], space)
+        if p is None and nodes[n].output.name in materialized:
+            raise PlanError(f"{n} (ranges {list(nodes[n].ranges)}) does not fit the kernel's space "
+                            f"{space.describe()} and its result is needed outside the kernel")
+        if p is None and nodes[n].kind != "pointwise":
+            raise PlanError(f"{n} is a reduction over a different space than {space.describe()}")
+        if p is not None:
+            placed[n] = p
+    by_buffer = {nodes[n].output.name: nodes[n] for n in members}
+
+    def resolve(value: Value, depth: int = 0) -> Value:
+        if depth > 64:
+            raise PlanError("inlining too deep")
+
+        def leaf(v: Value) -> Value:
+            if not isinstance(v, Load) or v.buffer not in by_buffer:
+                return v
+            producer = by_buffer[v.buffer]
+            if producer.kind == "reduction":
+                store = _store_in_space(producer, placed[producer.name][0], ranges)
+                if v.index.simplify(ranges) != store:
+                    raise PlanError(f"a consumer reads reduction {producer.name} at {v.index}, not at this row's "
+                                    f"result {store}: the rows of the two do not line up")
+                return ReductionResult(producer.name, producer.body.dtype)
+            # Pointwise producer: recompute it here, at the element this load asks for.
+            mapping = invert_layout(producer, v.index, ranges)
+            # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
+            return resolve(subs_index(producer.body, mapping, ranges), depth + 1)
+
+        return rebuild(value, leaf)
+
+    steps = []
+    for n in members:
+        node = nodes[n]
+        is_stored = node.output.name in materialized
+        if node.kind == "pointwise" and not is_stored:
+            continue  # only ever inlined into consumers
+        mapping, scope = placed[n]
+        value = resolve(subs_index(node.body, mapping, ranges))
+        store_index = _store_in_space(node, mapping, ranges) if is_stored else None
+        steps.append(Step(node=n, scope=scope if node.kind == "pointwise" else "full", value=value,
+                          reduction_type=node.reduction_type,
+                          store_buffer=node.output.name if is_stored else None, store_index=store_index,
+                          store_dtype=node.output.dtype))
+    inputs: dict[str, torch.dtype] = {}
+    for step in steps:
+        for v in walk(step.value):
+            if isinstance(v, Load):
+                inputs.setdefault(v.buffer, v.dtype)
+    outputs = tuple((s.store_buffer, s.store_dtype) for s in steps if s.store_buffer)
+    origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
+    return KernelPlan(name=name, space=space, steps=tuple(steps), inputs=tuple(inputs.items()),
+                      outputs=outputs, origins=origins)
+
+
+def _store_in_space(node: LoopNode, mapping: dict[str, Index], ranges: dict[str, int]) -> Index:
+    return node.store_index.subs(mapping, ranges)
+
+
+def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> dict[str, Index]:
+    """Loop variables of `producer` that wrote the element at storage `offset` (dense layouts)."""
+    layout = producer.output.layout
+    mapping: dict[str, Index] = {}
+    dims = sorted(range(len(layout.size)), key=lambda d: -layout.stride[d])
+    for rank, d in enumerate(dims):
+        size, stride = layout.size[d], layout.stride[d]
+        if size == 1:
+            mapping[f"x{d}"] = Index.of(0)
+            continue
+        q = floordiv(offset - layout.offset, stride, ranges)
+        mapping[f"x{d}"] = q if rank == 0 else mod(q, size, ranges)
+    return mapping

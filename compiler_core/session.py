@@ -1,0 +1,112 @@
+"""CompileSession: everything one compilation produced, stage by stage, for every captured graph."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
+from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
+from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.ir.graph import LoopGraph
+from compiler_core.runtime.artifacts import CompiledArtifact
+from compiler_core.schedule.artifacts import MemoryPlan, Schedule
+
+STAGES = ("capture", "decomp", "lower", "schedule", "memory", "codegen", "build")
+
+
+@dataclass
+class GraphRecord:
+    """The artifacts of one captured graph, filled in as the pipeline runs (None if not reached)."""
+
+    captured: CapturedGraph
+    joint: object = None  # JointGraph (training; later stage)
+    partition: object = None  # Partition (training; later stage)
+    prims: Optional[PrimGraph] = None
+    loops: Optional[LoopGraph] = None
+    schedule: Optional[Schedule] = None
+    memory: Optional[MemoryPlan] = None
+    kernels: tuple[KernelSource, ...] = ()
+    wrapper: Optional[WrapperProgram] = None
+    artifact: Optional[CompiledArtifact] = None
+    timings: dict[str, float] = field(default_factory=dict)  # stage -> seconds
+    fallback_reason: Optional[str] = None  # set when the whole graph runs in eager PyTorch
+    error_traceback: Optional[str] = None  # the compiler's traceback behind a fallback, for bug reports
+    backward: Optional["GraphRecord"] = None  # the compiled backward graph, when training
+
+    @property
+    def fell_back(self) -> bool:
+        return self.fallback_reason is not None
+
+    def pretty(self) -> str:
+        parts = [self.captured.pretty()]
+        if self.fallback_reason:
+            parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")
+        for title, art in (("primitives", self.prims), ("loop IR", self.loops), ("schedule", self.schedule),
+                           ("memory plan", self.memory), ("wrapper", self.wrapper)):
+            if art is not None:
+                parts.append(f"# ---- {title} ----\n{art.pretty()}")
+        for k in self.kernels:
+            parts.append(f"# ---- kernel {k.name} ({k.backend}) ----\n{k.source}")
+        return "\n\n".join(parts)
+
+
+@dataclass
+class CompileSession:
+    backend: str
+    mode: str
+    graphs: list[GraphRecord] = field(default_factory=list)
+    breaks: list[GraphBreak] = field(default_factory=list)
+    recompiles: list[Recompile] = field(default_factory=list)
+    messages: list[str] = field(default_factory=list)  # user-facing notes (fallbacks, warnings)
+
+    def all_records(self) -> list[GraphRecord]:
+        out = []
+        for g in self.graphs:
+            out.append(g)
+            if g.backward is not None:
+                out.append(g.backward)
+        return out
+
+    @property
+    def kernels(self) -> list[KernelSource]:
+        return [k for g in self.all_records() for k in g.kernels]
+
+    @property
+    def timings(self) -> dict[str, float]:
+        """Compile seconds per stage, summed over graphs."""
+        total: dict[str, float] = {}
+        for g in self.all_records():
+            for stage, seconds in g.timings.items():
+                total[stage] = total.get(stage, 0.0) + seconds
+        return total
+
+    @property
+    def stats(self) -> dict:
+        fallback_ops: list[str] = []
+        extern_calls = 0
+        for g in self.all_records():
+            if g.fell_back:
+                fallback_ops += [str(n.target) for n in g.captured.graph_module.graph.nodes
+                                 if n.op in ("call_function", "call_method", "call_module")]
+            elif g.loops is not None:
+                for n in g.loops.nodes:
+                    if n.kind == "extern":
+                        extern_calls += 1
+                        if n.extern.reason.startswith("no lowering"):
+                            fallback_ops.append(n.extern.target)
+        return {
+            "graphs": len(self.graphs),
+            "graph_breaks": len(self.breaks),
+            "recompiles": len(self.recompiles),
+            "kernel_count": len(self.kernels),
+            "extern_calls": extern_calls,
+            "fallback_ops": fallback_ops,
+            "fallback_graphs": sum(1 for g in self.all_records() if g.fell_back),
+        }
+
+    def pretty(self) -> str:
+        head = [f"# CompileSession backend={self.backend} mode={self.mode}: {self.stats}"]
+        head += [b.pretty() for b in self.breaks] + [r.pretty() for r in self.recompiles]
+        head += [f"# note: {m}" for m in self.messages]
+        return "\n\n".join(head + [g.pretty() for g in self.graphs])
