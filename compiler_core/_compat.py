@@ -8,11 +8,23 @@ from __future__ import annotations
 
 import logging
 import os
+import sys
 from typing import Any, Callable
 
 import torch
 
 TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
+
+
+def _prepare_triton_interpreter() -> None:
+    """Without a GPU, generated Triton can only run in the interpreter, and Triton decides that for
+    its own library functions (tl.sum, tl.sigmoid...) when it is first imported.  Dynamo imports
+    Triton, so the switch must be set before the first compile."""
+    if "triton" not in sys.modules and not torch.cuda.is_available():
+        os.environ.setdefault("TRITON_INTERPRET", "1")
+
+
+_prepare_triton_interpreter()
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: Callable, bw_compiler: Callable,
@@ -85,6 +97,10 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
     import triton
 
     knobs = getattr(triton, "knobs", None)
+    if interpret and type(triton.language.standard.sum).__name__ != "InterpretedFunction":
+        raise RuntimeError("Triton was imported before compiler_core on a machine without a GPU, so its "
+                           "interpreter is off: set TRITON_INTERPRET=1 before starting Python, or import "
+                           "compiler_core first")
     old_env = os.environ.get("TRITON_INTERPRET")
     old_knob = knobs.runtime.interpret if knobs is not None else None
     try:

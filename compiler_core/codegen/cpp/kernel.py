@@ -60,7 +60,7 @@ class CppPrinter(CSEPrinter):
         return f"static_cast<{register_type(v.dtype)}>({v.index.render(div='/')})"
 
     def reduction_result(self, v: ReductionResult) -> str:
-        return v.node
+        return f"red_{v.node}"
 
     def cast(self, arg: str, source: Value, v: Cast) -> str:
         if v.dtype in LOW_PRECISION:
@@ -208,9 +208,9 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         row.lines += ["    " * len(loops) + ln for ln in inner.lines]
         row.lines += ["    " * d + "}" for d in reversed(range(len(loops)))]
         for s in reductions:
-            row.lines.append(f"const {register_type(s.value.dtype)} {s.node} = acc_{s.node};")
+            row.lines.append(f"const {register_type(s.value.dtype)} red_{s.node} = acc_{s.node};")
             if s.store_buffer:
-                row.lines.append(store_statement(s, s.node))
+                row.lines.append(store_statement(s, f"red_{s.node}"))
     out = []
     if xnames:
         out.append(_parallel_pragma(len(xnames), plan.xnumel * max(plan.rnumel, 1)))

@@ -62,7 +62,7 @@ class TritonPrinter(CSEPrinter):
         return f"({v.index.render()}).to({register_dtype(v.dtype)})"
 
     def reduction_result(self, v: ReductionResult) -> str:
-        return v.node
+        return f"red_{v.node}"
 
     def cast(self, arg: str, source: Value, v: Cast) -> str:
         if v.dtype in LOW_PRECISION:
@@ -289,9 +289,9 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
                     init = _init_value(s.reduction_type, s.value.dtype)
                     scope.lines.append(f"_blk = tl.where({full_mask}, {name}, {init})")
                     scope.lines += _finish_reduction(s.reduction_type, "_blk", s.value.dtype)
-                    scope.lines.append(f"{s.node} = _red")
+                    scope.lines.append(f"red_{s.node} = _red")
                     if s.store_buffer:
-                        scope.lines.append(_store(s, s.node, "xmask", "[XBLOCK, 1]"))
+                        scope.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
                 else:
                     scope.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
             row.lines += scope.lines
@@ -321,9 +321,9 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
         row.lines += ["    " + ln for ln in inner.lines]
         for s in reductions:
             row.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
-            row.lines.append(f"{s.node} = _red")
+            row.lines.append(f"red_{s.node} = _red")
             if s.store_buffer:
-                row.lines.append(_store(s, s.node, "xmask", "[XBLOCK, 1]"))
+                row.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
     return row.lines
 
 
