@@ -65,6 +65,8 @@ def fx_graph_to_dot(graph: torch.fx.Graph, title: str, labels: Optional[dict[str
 def _node_statement(node: torch.fx.Node, label: Optional[str], color: Optional[str]) -> str:
     operation = label or _operation(node)
     shape = describe_value(node.meta.get("val", node.meta.get("example_value")))
+    if node.op in ("placeholder", "output") and not label:
+        operation = ""  # the node's shape already says it is an input or the output
     text = "\n".join(part for part in (node.name, operation if operation != node.name else "", shape) if part)
     attrs = [f"label={_quote(text)}"]
     if node.op in _SHAPES:

@@ -182,6 +182,14 @@ def _pointwise_body(plan: KernelPlan) -> list[str]:
     return out
 
 
+_OMP_REDUCTION = {"sum": "+", "prod": "*", "amax": "fcmax", "amin": "fcmin"}
+
+
+def _simd_reduction_pragma(reductions: list[Step]) -> str:
+    clauses = "".join(f" reduction({_OMP_REDUCTION[s.reduction_type]}:acc_{s.node})" for s in reductions)
+    return f"#pragma omp simd{clauses}"
+
+
 def _reduction_body(plan: KernelPlan) -> list[str]:
     xnames = [f"x{i}" for i in range(len(plan.space.x))]
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
@@ -204,6 +212,8 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         row.sync_counter(inner)
         loops = _loops(rnames, plan.space.r)
         for depth, loop in enumerate(loops):
+            if depth == len(loops) - 1:
+                row.lines.append("    " * depth + _simd_reduction_pragma(reductions))
             row.lines.append("    " * depth + loop)
         row.lines += ["    " * len(loops) + ln for ln in inner.lines]
         row.lines += ["    " * d + "}" for d in reversed(range(len(loops)))]

@@ -13,6 +13,18 @@ PRELUDE = r"""
 #include <algorithm>
 #include <omp.h>
 
+// Vector variants of libm from glibc's libmvec (accurate to a few ulp, no fast-math): declaring
+// them lets the compiler vectorise loops that call exp/erf/tanh/sin... like ATen's own kernels do.
+#ifndef FC_NO_LIBMVEC
+extern "C" {
+#define FC_SIMD __attribute__((simd("notinbranch")))
+FC_SIMD float expf(float); FC_SIMD float logf(float); FC_SIMD float log1pf(float); FC_SIMD float expm1f(float);
+FC_SIMD float sinf(float); FC_SIMD float cosf(float); FC_SIMD float tanhf(float); FC_SIMD float erff(float);
+FC_SIMD double exp(double); FC_SIMD double log(double); FC_SIMD double sin(double); FC_SIMD double cos(double);
+FC_SIMD double tanh(double); FC_SIMD double erf(double); FC_SIMD double log1p(double); FC_SIMD double expm1(double);
+}
+#endif
+
 namespace fc {
 template <typename T> static inline T maximum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
@@ -57,4 +69,13 @@ static inline float f16_to_float(_Float16 v) { return static_cast<float>(v); }
 static inline _Float16 float_to_f16(float f) { return static_cast<_Float16>(f); }
 static inline float round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 }  // namespace fc
+
+// NaN-propagating max/min as OpenMP reductions, so reduction loops still vectorise.
 """
+
+_REDUCTION_TYPES = ("float", "double", "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "bool")
+PRELUDE += "".join(
+    f"#pragma omp declare reduction(fcmax : {t} : omp_out = fc::maximum(omp_out, omp_in)) initializer(omp_priv = omp_orig)\n"
+    f"#pragma omp declare reduction(fcmin : {t} : omp_out = fc::minimum(omp_out, omp_in)) initializer(omp_priv = omp_orig)\n"
+    for t in _REDUCTION_TYPES)
+

@@ -52,7 +52,7 @@ class TritonPrinter(CSEPrinter):
         self.interpret = interpret
 
     def load(self, v: Load) -> str:
-        text = f"tl.load({v.buffer} + ({v.index.render()}), {self.mask}, other=0)"
+        text = f"tl.load({v.buffer} + {pointer_offset(v.index)}, {self.mask}, other=0)"
         return f"{text}.to(tl.float32)" if v.dtype in LOW_PRECISION else text
 
     def constant(self, v: Constant) -> str:
@@ -65,6 +65,8 @@ class TritonPrinter(CSEPrinter):
         return f"red_{v.node}"
 
     def cast(self, arg: str, source: Value, v: Cast) -> str:
+        if v.dtype == torch.bfloat16 and self.interpret:
+            return f"_round_to_bf16({arg}.to(tl.float32))"
         if v.dtype in LOW_PRECISION:
             return f"{arg}.to({TL_TYPE[v.dtype]}).to(tl.float32)"
         if isinstance(source, Constant):
@@ -144,10 +146,25 @@ def _int_remainder(a, b):
 
 
 @triton.jit
+def _round_to_bf16(x):
+    # Round-to-nearest-even on the bits: the interpreter's own float->bf16 cast is not reliable.
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = (bits + 0x7FFF + ((bits >> 16) & 1)) & 0xFFFF0000
+    return tl.where(x != x, x, rounded.to(tl.float32, bitcast=True))
+
+
+@triton.jit
 def _round_half_even(x):
     r = tl.floor(x + 0.5)
     return tl.where((r - x == 0.5) & ((r - 2.0 * tl.floor(r * 0.5)) != 0), r - 1.0, r)
 '''
+
+
+def pointer_offset(index: Index) -> str:
+    """Offset text; an index that names no block variable is broadcast to a block, since Triton
+    rejects a scalar pointer with a block mask."""
+    text = f"({index.render()})"
+    return text if index.free_vars() else f"{text} + 0 * xindex"
 
 
 def triton_literal(value: object, dtype: torch.dtype) -> str:
@@ -225,7 +242,7 @@ def _store(step: Step, value: str, mask: str, shape: str) -> str:
     if not _depends_on_position(step.value):
         value = f"tl.full({shape}, {value}, {register_dtype(step.value.dtype)})"
     cast = f".to({TL_TYPE[step.store_dtype]})" if step.store_dtype != torch.bool else ".to(tl.int1)"
-    return f"tl.store({step.store_buffer} + ({step.store_index.render()}), ({value}){cast}, {mask})"
+    return f"tl.store({step.store_buffer} + {pointer_offset(step.store_index)}, ({value}){cast}, {mask})"
 
 
 def _depends_on_position(value: Value) -> bool:
