@@ -54,6 +54,7 @@ def _host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend
         if b.name.startswith("const_"):
             body.append(f"{b.name} = constants[{b.name!r}]")
     reuse = dict(memory.reuse)
+    donors = set(reuse.values())  # their storage is handed on, so they are dropped at the hand-over
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
         body.append(f"# {group.name}: {', '.join(group.origins)}")
@@ -76,11 +77,12 @@ def _host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend
             if name in reuse:
                 body.append(f"{name} = {reuse[name]}.as_strided({buf.layout.size}, {buf.layout.stride})  "
                             f"# reuses {reuse[name]}")
+                body.append(f"del {reuse[name]}")
             else:
                 body.append(f"{name} = empty_strided({buf.layout.size}, {buf.layout.stride}, dtype={buf.dtype}, "
                             f"device=DEVICE)")
         body.append(_launch(kernels[group.name], plans[group.name], backend))
-        dead = [n for n in frees.get(step, ()) if n not in graph.output_buffers()]
+        dead = [n for n in frees.get(step, ()) if n not in graph.output_buffers() and n not in donors]
         if dead:
             body.append(f"del {', '.join(dead)}")
     outs = []

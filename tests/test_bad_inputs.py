@@ -1,0 +1,92 @@
+"""Bad or unusual input never crashes and never gives a wrong answer: it matches eager, or the op
+or graph runs in eager PyTorch and the session says so."""
+
+import pytest
+import torch
+
+import compiler_core as cc
+
+
+def _run(fn, *args, backend="cpp"):
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(*args), fn(*args), equal_nan=True)
+    return compiled.session
+
+
+def test_op_without_lowering_runs_as_extern_and_is_listed():
+    s = _run(lambda x: torch.cumsum(x * 2, 0) + 1, torch.randn(10))
+    assert any("cumsum" in op for op in s.stats["fallback_ops"]), s.stats
+    assert s.stats["kernel_count"] >= 1  # the pointwise neighbours still compiled
+
+
+def test_graph_break_is_recorded_with_user_line():
+    def fn(x):
+        y = x.sin()
+        print("side effect", end="")  # Dynamo cannot capture print: graph break
+        return y.cos()
+
+    s = _run(fn, torch.randn(4))
+    assert s.breaks, "the break should be recorded"
+    br = s.breaks[0]
+    assert br.filename.endswith("test_bad_inputs.py") and br.lineno > 0
+    assert br.reason
+    assert len(s.graphs) == 2
+
+
+def test_unsupported_dtype_falls_back_to_eager_with_a_message():
+    s = _run(lambda x: x * 2 + 1, torch.randn(4, dtype=torch.complex64))
+    assert s.graphs[0].fell_back
+    assert any("eager" in m for m in s.messages)
+    assert s.stats["fallback_graphs"] == 1
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name,fn,make", [
+    ("empty", lambda x: torch.softmax(x, -1) + 1, lambda: (torch.randn(0, 5),)),
+    ("zero_dim", lambda x: x.exp() * 2, lambda: (torch.tensor(1.5),)),
+    ("nan_inf", lambda x: (x.amax(-1), torch.softmax(x, -1), x * 0), lambda: (
+        torch.tensor([[1.0, float("nan"), 2.0], [float("inf"), 1.0, 0.0], [-float("inf"), 1.0, 2.0]]),)),
+    ("nan_maximum", lambda x, y: torch.maximum(x, y) + torch.minimum(x, y),
+     lambda: (torch.tensor([1.0, float("nan"), 3.0]), torch.tensor([float("nan"), 2.0, 1.0]))),
+    ("int_division_signs", lambda a, b: (a // b, a % b, torch.div(a, b, rounding_mode="trunc")),
+     lambda: (torch.tensor([7, -7, 7, -7, 0]), torch.tensor([2, 2, -2, -2, 3]))),
+    ("float_division_signs", lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.remainder(a, b)),
+     lambda: (torch.tensor([7.5, -7.5, 7.5, -7.5]), torch.tensor([2.0, 2.0, -2.0, -2.0]))),
+    ("noncontiguous", lambda x: torch.softmax(x, -1), lambda: (torch.randn(6, 4).t(),)),
+    ("broadcast_stride0", lambda x, y: x * y, lambda: (torch.randn(3, 1).expand(3, 5), torch.randn(5))),
+    ("returns_input_view", lambda x: (x.t(), x + 1), lambda: (torch.randn(3, 4),)),
+])
+def test_unusual_inputs_match_eager(backend, name, fn, make):
+    _run(fn, *make(), backend=backend)
+
+
+def test_input_mutation_matches_eager():
+    def fn(x):
+        x.add_(1)
+        return x * 2
+
+    a, b = torch.randn(5), None
+    b = a.clone()
+    out = cc.compile(fn)(a)
+    expected = fn(b)
+    torch.testing.assert_close(out, expected)
+    torch.testing.assert_close(a, b)
+
+
+def test_autograd_through_compiled_function():
+    def fn(x, w):
+        return torch.softmax(x @ w, -1).square().sum()
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    compiled = cc.compile(fn)
+    compiled(x, w).backward()
+    fn(x, w2).backward()
+    torch.testing.assert_close(w.grad, w2.grad)
+    s = compiled.session
+    assert s.graphs[0].backward is not None and not s.graphs[0].backward.fell_back
+
+
+def test_bad_options_raise_a_clear_error():
+    with pytest.raises(cc.CompileError, match="backend"):
+        cc.compile(lambda x: x, backend="cuda")

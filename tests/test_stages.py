@@ -1,0 +1,127 @@
+"""Each stage's artifact, on canonical programs: what was fused and why, what was reused, what the
+host program does.  These read as examples of what the explorer shows."""
+
+import torch
+import torch.nn.functional as F
+
+import compiler_core as cc
+from compiler_core.ir.index import Index, floordiv, mod
+
+
+# ---- index expressions --------------------------------------------------------------------------
+def test_index_splits_and_rebuilds_a_flat_index():
+    row, col = Index.var("x0"), Index.var("r0")
+    flat = row * 1024 + col
+    ranges = {"x0": 8, "r0": 1024}
+    assert floordiv(flat, 1024, ranges) == row
+    assert mod(flat, 1024, ranges) == col
+    x = Index.var("xindex")
+    sizes = {"xindex": 30}
+    rebuilt = floordiv(x, 15, sizes) * 15 + mod(floordiv(x, 5, sizes), 3, sizes) * 5 + mod(x, 5, sizes)
+    assert rebuilt == x
+
+
+def test_index_renders_for_cpp_and_python():
+    e = floordiv(Index.var("x") + 3, 4) * 2 - Index.var("y")
+    assert e.render() == "-y + 2*((x + 3) // 4)"
+    assert e.render(div="/") == "-y + 2*((x + 3) / 4)"
+
+
+# ---- kernel counts ----------------------------------------------------------------------------
+def _explain(fn, *args, backend="cpp"):
+    s = cc.explain(fn, *args, backend=backend)
+    assert not any(g.fell_back for g in s.graphs), [g.fallback_reason for g in s.graphs]
+    return s
+
+
+def test_softmax_is_one_kernel():
+    s = _explain(lambda x: torch.softmax(x, -1), torch.randn(8, 32))
+    assert s.stats["kernel_count"] == 1
+    assert s.kernels[0].kind == "reduction"
+
+
+def test_layer_norm_then_gelu_is_one_kernel():
+    s = _explain(lambda x, w, b: F.gelu(F.layer_norm(x, (32,), w, b)), torch.randn(8, 32), torch.randn(32),
+                 torch.randn(32))
+    assert s.stats["kernel_count"] == 1
+
+
+def test_five_op_pointwise_chain_is_one_kernel():
+    s = _explain(lambda x: ((x * 2 + 1).exp() - 3).abs(), torch.randn(64))
+    assert s.stats["kernel_count"] == 1
+    assert len(s.graphs[0].loops.nodes) == 5
+
+
+def test_matmul_is_an_extern_call_and_its_epilogue_one_kernel():
+    s = _explain(lambda a, b, c: torch.relu(a @ b + c), torch.randn(8, 4), torch.randn(4, 8), torch.randn(8))
+    groups = s.graphs[0].schedule.groups
+    assert [g.kind for g in groups] == ["extern", "pointwise"]
+    assert s.stats["extern_calls"] == 1 and s.stats["fallback_ops"] == []
+
+
+# ---- the decision log -------------------------------------------------------------------------
+def test_every_decision_has_a_reason_and_refusals_say_why():
+    s = _explain(lambda a, b, c: torch.relu(a @ b + c), torch.randn(8, 4), torch.randn(4, 8), torch.randn(8))
+    decisions = s.graphs[0].schedule.decisions
+    assert decisions and all(d.reason for d in decisions)
+    refused = [d for d in decisions if not d.legal]
+    assert any("extern call" in d.reason for d in refused)
+    accepted = [d for d in decisions if d.accepted]
+    assert accepted and all(d.bytes_saved > 0 for d in accepted)
+
+
+def test_reductions_over_different_spaces_are_not_fused():
+    s = _explain(lambda x: x.sum(0, keepdim=True) + x.sum(1, keepdim=True), torch.randn(6, 7))
+    assert s.stats["kernel_count"] >= 2
+    reasons = " ".join(d.reason for d in s.graphs[0].schedule.decisions if not d.legal)
+    assert "different iteration spaces" in reasons or "does not fit" in reasons
+
+
+def test_loop_ir_bodies_are_expression_trees_with_origins():
+    s = _explain(lambda x: torch.softmax(x, -1), torch.randn(4, 8))
+    loops = s.graphs[0].loops
+    kinds = [n.kind for n in loops.nodes]
+    assert kinds.count("reduction") == 2
+    text = loops.pretty()
+    assert "exp(" in text and "amax" in text
+    for n in loops.nodes:
+        assert n.origins and n.reads
+
+
+# ---- memory planning ----------------------------------------------------------------------------
+def test_memory_planner_reuses_dead_buffers():
+    def fn(x, w):
+        a = torch.softmax(x, -1) @ w  # extern: its input buffer dies here
+        b = torch.softmax(a, -1) @ w
+        return torch.softmax(b, -1) @ w
+    s = _explain(fn, torch.randn(16, 16), torch.randn(16, 16))
+    memory = s.graphs[0].memory
+    assert memory.reuse, memory.pretty()
+    assert memory.peak_bytes_planned < memory.peak_bytes_unplanned
+    assert "reuses" in s.graphs[0].wrapper.source
+
+
+# ---- codegen and wrapper ----------------------------------------------------------------------
+def test_kernel_sources_name_their_ops_and_both_backends_generate():
+    for backend in ("cpp", "triton"):
+        s = _explain(lambda x: torch.softmax(x, -1), torch.randn(4, 8), backend=backend)
+        k = s.kernels[0]
+        assert k.backend == backend
+        assert "amax" in k.name and "source ops" in k.source
+        assert k.name in s.graphs[0].wrapper.source
+
+
+def test_wrapper_is_printable_python_that_runs():
+    s = _explain(lambda x: torch.softmax(x, -1), torch.randn(4, 8))
+    src = s.graphs[0].wrapper.pretty()
+    compile(src, "<wrapper>", "exec")
+    assert src.startswith("# host program") and "def call(args):" in src
+
+
+def test_session_records_compile_time_per_stage_and_cache_hits():
+    fn = lambda x: torch.softmax(x, -1) * 3  # noqa: E731
+    cc.explain(fn, torch.randn(4, 8))
+    s = cc.explain(fn, torch.randn(4, 8))
+    assert set(s.timings) >= {"decomp", "lower", "schedule", "memory", "codegen", "build"}
+    assert s.graphs[0].artifact.cache_hit
+    assert "graph" in s.pretty() or "captured" in s.pretty()
