@@ -7,9 +7,9 @@ every test also asserts that our kernels ran.
 
 import pytest
 import torch
+from programs import PROGRAMS
 
 import compiler_core as cc
-from programs import PROGRAMS
 
 
 def _check(name, fn, make_inputs, backend):

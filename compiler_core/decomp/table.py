@@ -99,7 +99,7 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         return prim, ""
     if packet in LIBRARY_OPS:
         return "extern", LIBRARY_OPS[packet]
-    if target is getattr(__import__("operator"), "getitem"):
+    if target is __import__("operator").getitem:
         return "getitem", ""
     return "extern", f"no lowering for {target}: runs in PyTorch"
 

@@ -13,9 +13,11 @@ expressions are built, using the known size of each variable, so that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
 Ranges = Mapping[str, int]
+NO_RANGES: Ranges = MappingProxyType({})  # no variable sizes known: no range-based simplification
 
 
 @dataclass(frozen=True, order=True)
@@ -123,7 +125,7 @@ class Index:
         return lo, hi
 
     # ---- transformation -----------------------------------------------------------------
-    def subs(self, mapping: Mapping[str, "Index"], ranges: Ranges = {}) -> "Index":
+    def subs(self, mapping: Mapping[str, "Index"], ranges: Ranges = NO_RANGES) -> "Index":
         result = Index.of(self.const)
         for atom, coef in self.terms:
             if isinstance(atom, Var):
@@ -217,7 +219,7 @@ def _split(expr: Index, divisor: int) -> tuple[Index, Index]:
     return Index._build(q_terms, expr.const // divisor), Index._build(r_terms, expr.const % divisor)
 
 
-def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = {}) -> Index:
+def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     expr = Index.of(expr)
     if divisor == 1:
         return expr
@@ -239,7 +241,7 @@ def _floordiv_atom(expr: Index, divisor: int) -> Index:
     return Index(((FloorDiv(expr, divisor), 1),), 0)
 
 
-def mod(expr: "Index | int", divisor: int, ranges: Ranges = {}) -> Index:
+def mod(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     expr = Index.of(expr)
     if divisor == 1:
         return Index.of(0)

@@ -77,7 +77,8 @@ def placement(node: LoopNode, space: Space) -> Optional[tuple[dict[str, Index], 
         return {n: Index.var(f"{role}{k}") for n, (role, k) in zip(names, space.roles)}, "full"
     keepdim = tuple(1 if role == "r" else s for s, (role, _) in zip(space.full, space.roles))
     if shape == keepdim:
-        return {n: (Index.var(f"x{k}") if role == "x" else Index.of(0)) for n, (role, k) in zip(names, space.roles)}, "row"
+        mapping = {n: (Index.var(f"x{k}") if role == "x" else Index.of(0)) for n, (role, k) in zip(names, space.roles)}
+        return mapping, "row"
     if shape == space.x:
         return {}, "row"
     return None

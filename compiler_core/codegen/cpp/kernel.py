@@ -201,7 +201,8 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
             continue
         reductions = [s for s in steps if s.reduction_type]
         for s in reductions:
-            row.lines.append(f"{register_type(s.value.dtype)} acc_{s.node} = {reduction_init(s.reduction_type, s.value.dtype)};")
+            init = reduction_init(s.reduction_type, s.value.dtype)
+            row.lines.append(f"{register_type(s.value.dtype)} acc_{s.node} = {init};")
         inner = row.child()
         for s in steps:
             name = inner.emit(s.value)

@@ -57,7 +57,9 @@ template <typename T> static inline T sigmoid(T a) { return T(1) / (T(1) + std::
 template <typename T> static inline T rsqrt(T a) { return T(1) / std::sqrt(a); }
 
 // bf16 lives in registers as float; these convert at the memory boundary (round to nearest even).
-static inline float bf16_to_float(uint16_t v) { uint32_t u = uint32_t(v) << 16; float f; std::memcpy(&f, &u, 4); return f; }
+static inline float bf16_to_float(uint16_t v) {
+  uint32_t u = uint32_t(v) << 16; float f; std::memcpy(&f, &u, 4); return f;
+}
 static inline uint16_t float_to_bf16(float f) {
   uint32_t u; std::memcpy(&u, &f, 4);
   if (f != f) return uint16_t((u >> 16) | 0x40);
@@ -75,7 +77,7 @@ static inline float round_f16(float f) { return static_cast<float>(static_cast<_
 
 _REDUCTION_TYPES = ("float", "double", "int64_t", "int32_t", "int16_t", "int8_t", "uint8_t", "bool")
 PRELUDE += "".join(
-    f"#pragma omp declare reduction(fcmax : {t} : omp_out = fc::maximum(omp_out, omp_in)) initializer(omp_priv = omp_orig)\n"
-    f"#pragma omp declare reduction(fcmin : {t} : omp_out = fc::minimum(omp_out, omp_in)) initializer(omp_priv = omp_orig)\n"
-    for t in _REDUCTION_TYPES)
+    f"#pragma omp declare reduction({name} : {t} : omp_out = fc::{fn}(omp_out, omp_in)) "
+    "initializer(omp_priv = omp_orig)\n"
+    for t in _REDUCTION_TYPES for name, fn in (("fcmax", "maximum"), ("fcmin", "minimum")))
 

@@ -18,8 +18,7 @@ import torch
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.ir.index import Index, floordiv, mod
-from compiler_core.ir.values import (Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, subs_index,
-                                     walk)
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, subs_index, walk
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 TL_TYPE = {

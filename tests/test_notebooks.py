@@ -1,0 +1,35 @@
+"""The tour notebook: committed without outputs, executes headlessly, exports to static HTML."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import nbformat
+import pytest
+
+from explorer.tour import TOUR_NOTEBOOK, run_tour
+
+
+def test_tour_is_committed_without_outputs():
+    nb = nbformat.read(TOUR_NOTEBOOK, as_version=4)
+    nbformat.validate(nb)
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            assert cell.outputs == [] and cell.execution_count is None, cell.source[:60]
+    assert "widgets" not in nb.metadata
+
+
+@pytest.mark.notebook
+def test_tour_executes_and_exports(tmp_path):
+    out = run_tour(tmp_path / "tour.html", summary=False, timeout=300)
+    page = out.read_text()
+    text = html.unescape(re.sub(r"<[^>]+>", "", re.sub(r"<(style|svg)\b.*?</\1>", "", page, flags=re.S)))
+    assert page.count("<svg") >= 3  # captured graphs, fusion clusters, timing plots
+    assert 'class="fxe-plot"' in page  # the timing plot
+    assert 'extern "C"' in text  # a C++ kernel
+    assert "@triton.jit" in text  # a Triton kernel
+    assert "FcompileError" not in text and "Traceback" not in text
+    # No widget JavaScript from a CDN: the static fallback stands in for the widgets.
+    assert "application/vnd.jupyter.widget-view+json" not in page
+    assert not re.search(r'<script[^>]+src="(https?:)?//', page)
