@@ -18,11 +18,10 @@ POINTWISE: dict[str, tuple[int, str]] = {
     "truncdiv": (2, "a / b rounded toward zero (integer C division)"),
     "remainder": (2, "a - floordiv(a, b) * b: result takes the sign of b, like torch.remainder"),
     "neg": (1, "-a"),
-    "abs": (1, "|a|"),
+    "abs": (1, "absolute value"),
     "reciprocal": (1, "1 / a"),
     "maximum": (2, "max(a, b); NaN if either is NaN"),
     "minimum": (2, "min(a, b); NaN if either is NaN"),
-    "pow_int": (2, "a ** n for a small constant integer n, by repeated multiplication"),
     # transcendental (float)
     "exp": (1, "e ** a"),
     "log": (1, "natural logarithm"),
