@@ -23,39 +23,8 @@ def measure(fn: Callable, args: Sequence[Any], repeats: int = 20, warmup: int = 
         raise ValueError("repeats must be at least 1")
     for _ in range(warmup):
         fn(*args)
-    if _uses_cuda(args) and torch.cuda.is_available():
-        return _measure_cuda(fn, args, repeats)
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn(*args)
-        samples.append(time.perf_counter() - start)
-    return samples
-
-
-def _measure_cuda(fn: Callable, args: Sequence[Any], repeats: int) -> list[float]:
-    torch.cuda.synchronize()
-    samples = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn(*args)
-        end.record()
-        end.synchronize()
-        samples.append(start.elapsed_time(end) / 1000.0)  # elapsed_time is in milliseconds
-    return samples
-
-
-def _uses_cuda(args: Sequence[Any]) -> bool:
-    return any(isinstance(a, torch.Tensor) and a.is_cuda for a in _flatten(args))
-
-
-def _flatten(value: Any) -> list[Any]:
-    if isinstance(value, (list, tuple)):
-        return [x for v in value for x in _flatten(v)]
-    if isinstance(value, dict):
-        return [x for v in value.values() for x in _flatten(v)]
-    return [value]
+    cuda = _uses_cuda(args)
+    return [_time_one_call(fn, args, cuda) for _ in range(repeats)]
 
 
 def compare_eager(fn: Callable, compiled: Callable, args: Sequence[Any], repeats: int = 20,
@@ -65,9 +34,17 @@ def compare_eager(fn: Callable, compiled: Callable, args: Sequence[Any], repeats
     Returns {"eager_s": [...], "ours_s": [...], "eager_median_s", "ours_median_s", "speedup",
     "repeats"}; speedup > 1 means ours is faster.
     """
-    # Eager first, then ours: the compiled function is already warm from its first (compiling) call.
-    eager = measure(fn, args, repeats, warmup)
-    ours = measure(compiled, args, repeats, warmup)
+    if repeats < 1:
+        raise ValueError("repeats must be at least 1")
+    for _ in range(warmup):
+        fn(*args)
+        compiled(*args)
+    cuda = _uses_cuda(args)
+    eager, ours = [], []
+    # Alternate the two, so that whatever else the machine is doing slows both alike.
+    for _ in range(repeats):
+        eager.append(_time_one_call(fn, args, cuda))
+        ours.append(_time_one_call(compiled, args, cuda))
     eager_median, ours_median = statistics.median(eager), statistics.median(ours)
     return {
         "eager_s": eager,
@@ -77,3 +54,31 @@ def compare_eager(fn: Callable, compiled: Callable, args: Sequence[Any], repeats
         "speedup": eager_median / ours_median if ours_median > 0 else float("inf"),
         "repeats": repeats,
     }
+
+
+def _time_one_call(fn: Callable, args: Sequence[Any], cuda: bool) -> float:
+    if cuda:
+        torch.cuda.synchronize()
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn(*args)
+        end.record()
+        end.synchronize()
+        return start.elapsed_time(end) / 1000.0  # elapsed_time is in milliseconds
+    start = time.perf_counter()
+    fn(*args)
+    return time.perf_counter() - start
+
+
+def _uses_cuda(args: Sequence[Any]) -> bool:
+    if not torch.cuda.is_available():
+        return False
+    return any(isinstance(a, torch.Tensor) and a.is_cuda for a in _flatten(args))
+
+
+def _flatten(value: Any) -> list[Any]:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    if isinstance(value, dict):
+        return [x for v in value.values() for x in _flatten(v)]
+    return [value]

@@ -1,0 +1,54 @@
+"""The compiler explorer: compiler_core's stage artifacts as Jupyter views and standalone HTML.
+
+    from explorer import explore
+    view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
+    view                       # tabs: Graph, Fusion, Kernels, Timing, Summary
+    view.to_html("softmax.html")
+
+    %load_ext explorer         # then a cell starting with %%fcompile compiles the cell itself
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional, Sequence
+
+from explorer.view import ExplorerView
+
+
+def explore(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
+            compare: Any = None, kernels_for: Optional[Sequence[str]] = None, repeats: int = 10,
+            title: Optional[str] = None) -> ExplorerView:
+    """Compile `fn` on `args` (as compiler_core.explain does), time it against eager, return the view.
+
+        view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
+        view.tab_titles            # ('Graph', 'Fusion', 'Kernels', 'Timing', 'Summary')
+
+    `compare="inductor"` also times torch.compile (Inductor). `kernels_for` lists the backends whose
+    kernel source to show (default on CPU: ("cpp", "triton"), Triton through its interpreter).
+    `repeats=0` skips timing.
+    """
+    from explorer.exploration import explore_function
+
+    exploration = explore_function(fn, args, backend=backend, mode=mode, train=train, compare=compare,
+                                   kernels_for=kernels_for, repeats=repeats, title=title)
+    return ExplorerView(exploration)
+
+
+def load_ipython_extension(ipython: Any) -> None:
+    """`%load_ext explorer`: registers the %%fcompile cell magic (and the %fcompile line magic)."""
+    from explorer.magic import FcompileMagics
+
+    ipython.register_magics(FcompileMagics)
+
+
+def unload_ipython_extension(ipython: Any) -> None:
+    from explorer.magic import FcompileMagics
+
+    magics = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        if isinstance(getattr(magics[kind].get("fcompile"), "__self__", None), FcompileMagics):
+            del magics[kind]["fcompile"]
+    ipython.magics_manager.registry.pop("FcompileMagics", None)
+
+
+__all__ = ["explore", "ExplorerView", "load_ipython_extension", "unload_ipython_extension"]

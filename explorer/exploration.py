@@ -1,0 +1,162 @@
+"""Everything the explorer shows about one compiled program, gathered once, rendered by the views.
+
+    exp = explore_function(lambda x: torch.softmax(x, -1), (torch.randn(64, 128),))
+    exp.session.stats["kernel_count"], exp.timing["speedup"], exp.traffic["fused_bytes"]
+
+Gathering runs the program (compile, time eager against compiled, optionally compile again for the
+other backend just to show its kernels); the views only read this object.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence
+
+import torch
+
+import compiler_core as cc
+from compiler_core.analysis.timing import compare_eager, measure
+from compiler_core.analysis.traffic import bytes_moved
+from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.compare.inductor import private_copy
+from compiler_core.session import CompileSession
+
+
+@dataclass(frozen=True)
+class Exploration:
+    title: str
+    session: CompileSession = field(compare=False)
+    backend: str  # the backend the session's kernels were generated for ("cpp" or "triton")
+    timing: Optional[dict]  # compiler_core.analysis.timing.compare_eager(...), maybe with "compare_*" keys
+    traffic: dict  # compiler_core.analysis.traffic.bytes_moved(session)
+    kernels: dict[str, tuple[KernelSource, ...]] = field(compare=False)  # backend -> kernels
+    kernel_notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no kernels
+    train: bool = False
+
+
+def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto", mode: str = "default",
+                     train: bool = False, compare: Any = None, kernels_for: Optional[Sequence[str]] = None,
+                     repeats: int = 10, title: Optional[str] = None) -> Exploration:
+    """Compile `fn` like `compiler_core.explain` does, time it against eager, and gather the views' data.
+
+    `compare`: None, "inductor" (torch.compile with Inductor, timed beside ours) or any callable.
+    `kernels_for`: backends whose kernel sources to show; default both on CPU, Triton on CUDA.
+    """
+    args = tuple(args)
+    if train:  # the same inputs explain(train=True) uses: leaves that require grad
+        args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
+                     for a in args)
+    compiled = cc.compile(fn, backend=backend, mode=mode)
+    run_compiled = training_step(compiled) if train else compiled
+    run_compiled(*args)  # compiles; `compiled.session` now holds every stage's artifact
+    session = compiled.session
+    eager = training_step(fn) if train else fn
+    timing = compare_eager(eager, run_compiled, args, repeats=repeats, warmup=3) if repeats else None
+    if timing is not None and compare is not None:
+        timing = {**timing, **_time_comparison(fn, compare, args, mode, train, repeats)}
+    return gather(session, title or getattr(fn, "__name__", type(fn).__name__), timing,
+                  other_backends_of(fn, args, session, kernels_for, mode), train=train)
+
+
+def gather(session: CompileSession, title: str, timing: Optional[dict],
+           other: tuple[dict, dict] = ({}, {}), train: bool = False) -> Exploration:
+    """An Exploration from a session already made (the %%fcompile magic compiles on its own)."""
+    main = session_backend(session)
+    kernels = {main: tuple(session.kernels), **other[0]}
+    notes = dict(other[1])
+    if not session.kernels:
+        notes[main] = _why_no_kernels(session)
+    return Exploration(title=title, session=session, backend=main, timing=timing, traffic=bytes_moved(session),
+                       kernels=kernels, kernel_notes=notes, train=train)
+
+
+def other_backends_of(fn: Callable, args: Sequence[Any], session: CompileSession,
+                      kernels_for: Optional[Sequence[str]], mode: str = "default") -> tuple[dict, dict]:
+    """({backend: kernels}, {backend: note}) for the backends in kernels_for other than the session's."""
+    main = session_backend(session)
+    wanted = kernels_for if kernels_for is not None else default_kernels_for(args)
+    kernels: dict[str, tuple[KernelSource, ...]] = {}
+    notes: dict[str, str] = {}
+    for backend in wanted:
+        if backend == main:
+            continue
+        try:
+            # A private copy of the code: compiling it must not reset the cache of the compiled original.
+            other = cc.explain(private_copy(fn), *args, backend=backend, mode=mode)
+        except Exception as exc:  # noqa: BLE001 - an optional extra view must not sink the main one
+            notes[backend] = f"compiling for {backend} failed: {type(exc).__name__}: {_first_line(exc)}"
+            continue
+        kernels[backend] = tuple(other.kernels)
+        if not other.kernels:
+            notes[backend] = _why_no_kernels(other)
+    return kernels, notes
+
+
+def default_kernels_for(args: Sequence[Any]) -> tuple[str, ...]:
+    """Both backends on CPU (Triton runs in its interpreter there); Triton alone for CUDA inputs."""
+    on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
+    return ("triton",) if on_cuda else ("cpp", "triton")
+
+
+def session_backend(session: CompileSession) -> str:
+    for kernel in session.kernels:
+        return kernel.backend
+    for record in session.all_records():
+        if record.artifact is not None:
+            return record.artifact.backend
+        if record.wrapper is not None:
+            return record.wrapper.backend
+    if session.backend != "auto":
+        return session.backend
+    on_cuda = any(i.device.startswith("cuda") for g in session.graphs for i in g.captured.inputs)
+    return "triton" if on_cuda else "cpp"
+
+
+def training_step(f: Callable) -> Callable:
+    """f followed by backward of the loss explain(train=True) uses: sum of mean squares of the outputs."""
+    def step(*args: Any) -> Any:
+        out = f(*args)
+        loss = sum(t.float().square().mean() for t in _tensors(out) if t.requires_grad)
+        if isinstance(loss, torch.Tensor):
+            loss.backward()
+        return out
+
+    return step
+
+
+def _time_comparison(fn: Callable, compare: Any, args: tuple, mode: str, train: bool, repeats: int) -> dict:
+    if compare == "inductor":
+        from compiler_core.compare.inductor import compile_with_inductor
+
+        name, other = "inductor", compile_with_inductor(fn, mode=mode)
+    elif callable(compare):
+        name, other = getattr(compare, "__name__", "compare"), compare
+    else:
+        raise ValueError(f"compare={compare!r}: use None, 'inductor' or a callable to time beside ours")
+    samples = measure(training_step(other) if train else other, args, repeats=repeats, warmup=2)
+    return {"compare_name": name, "compare_s": samples, "compare_median_s": statistics.median(samples)}
+
+
+def _why_no_kernels(session: CompileSession) -> str:
+    reasons = [r.fallback_reason for r in session.all_records() if r.fallback_reason]
+    if reasons:
+        return "no kernels: the program ran in eager PyTorch: " + "; ".join(reasons)
+    if not session.graphs:
+        return "no kernels: nothing was captured (the function ran no tensor operations Dynamo could trace)"
+    return "no kernels: every operation is an extern call or a view"
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:300] if text else ""
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, (list, tuple)):
+        return [t for v in value for t in _tensors(v)]
+    if isinstance(value, dict):
+        return [t for v in value.values() for t in _tensors(v)]
+    return []

@@ -1,0 +1,1 @@
+"""Rendering helpers: DOT -> SVG, highlighted code, plots as SVG, HTML pages and notebook export."""

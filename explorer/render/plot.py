@@ -1,0 +1,31 @@
+"""Matplotlib figures -> inline SVG markup, without pyplot (no global state, no GUI backend).
+
+    fig = new_figure(6, 2.5)
+    ax = fig.add_subplot()
+    ...
+    svg = figure_to_svg(fig)
+"""
+
+from __future__ import annotations
+
+import io
+
+import matplotlib
+from matplotlib.backends.backend_svg import FigureCanvasSVG
+from matplotlib.figure import Figure
+
+from explorer.render.svg import inline_svg
+
+
+def new_figure(width_in: float, height_in: float) -> Figure:
+    fig = Figure(figsize=(width_in, height_in), layout="constrained")
+    FigureCanvasSVG(fig)  # attach a canvas so savefig needs no pyplot backend
+    return fig
+
+
+def figure_to_svg(fig: Figure) -> str:
+    buffer = io.StringIO()
+    # A fixed salt makes SVG ids depend only on content: reports are reproducible from run to run.
+    with matplotlib.rc_context({"svg.hashsalt": "fcompile-explorer"}):
+        fig.savefig(buffer, format="svg", metadata={"Date": None})
+    return inline_svg(buffer.getvalue())

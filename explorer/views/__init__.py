@@ -1,0 +1,17 @@
+"""The explorer's views: each module turns an Exploration into one tab's HTML.
+
+    for title, render in VIEWS: html = render(exploration)
+"""
+
+from explorer.views import fusion, graph, kernels, summary, timing
+
+# Tab order: from what was captured, to what it became, to what it costs.
+VIEWS = (
+    ("Graph", graph.render),
+    ("Fusion", fusion.render),
+    ("Kernels", kernels.render),
+    ("Timing", timing.render),
+    ("Summary", summary.render),
+)
+
+__all__ = ["VIEWS"]

@@ -1,0 +1,83 @@
+"""Fusion view: the primitive graph with its nodes boxed and coloured by the kernel that computes them.
+
+Provenance: every FusionGroup lists `origins`, the FX node names of the primitive (ATen) graph it
+computes, so each kernel can be drawn as a cluster around its source ops.
+"""
+
+from __future__ import annotations
+
+from compiler_core.analysis.dot import fx_graph_to_dot
+from compiler_core.session import GraphRecord
+from explorer.exploration import Exploration
+from explorer.render.html import Markup, details, esc, message, plural, table
+from explorer.render.svg import dot_to_svg
+
+# Light fills (the tab10 palette's pastel half), so labels stay readable on top.
+PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
+           "#9edae5", "#c7c7c7")
+EXTERN_COLOR = "#e0e0e0"
+
+
+def render(exp: Exploration) -> str:
+    parts = []
+    for record in exp.session.all_records():
+        title = f"graph {record.captured.index}" + (" (backward)" if _is_backward(exp, record) else "")
+        parts.append(f"<h3>Kernels of {esc(title)}</h3>")
+        parts.append(render_record(record, title))
+    return "".join(parts) or '<p class="fxe-note">Nothing was captured.</p>'
+
+
+def render_record(record: GraphRecord, title: str) -> str:
+    if record.prims is None or record.schedule is None:
+        why = record.fallback_reason or "the compiler did not reach the fusion stage"
+        return message(f"No fusion to show: {why}")
+    clusters, colors = kernel_clusters(record)
+    dot = fx_graph_to_dot(record.prims.graph_module.graph, f"{title}: one box per kernel",
+                          labels=record.prims.node_prims, clusters=clusters, colors=colors)
+    schedule = record.schedule
+    rows = [(Markup(f"<code>{esc(g.name)}</code>"), g.kind, len(g.nodes), ", ".join(g.origins),
+             ", ".join(g.materialized) or "-", ", ".join(g.internal) or "-") for g in schedule.groups]
+    parts = [
+        f"<p>{plural(schedule.kernel_count, 'kernel')} from {plural(len(record.loops.nodes), 'loop node')}. "
+        "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
+        f'<div class="fxe-graph">{dot_to_svg(dot)}</div>',
+        table(["kernel", "kind", "loop nodes", "computes (FX nodes)", "writes to memory", "kept in registers"],
+              rows, numeric=(2,)),
+    ]
+    if schedule.decisions:
+        decision_rows = [("+".join(d.first), "+".join(d.second),
+                          Markup('<span class="fxe-good">fused</span>') if d.accepted
+                          else ("legal, not taken" if d.legal else Markup('<span class="fxe-bad">refused</span>')),
+                          d.reason, d.bytes_saved) for d in schedule.decisions]
+        parts.append(details(f"{len(schedule.decisions)} fusion decisions (every pair considered, with the reason)",
+                             table(["producer side", "consumer side", "verdict", "reason", "bytes saved"],
+                                   decision_rows, numeric=(4,))))
+    if record.loops is not None:
+        parts.append(details("loop IR (one loop nest per node)", f"<pre>{esc(record.loops.pretty())}</pre>"))
+    if record.memory is not None:
+        memory = record.memory
+        parts.append(details(f"memory plan: peak {memory.peak_bytes_planned:,} bytes planned, "
+                             f"{memory.peak_bytes_unplanned:,} without reuse", f"<pre>{esc(memory.pretty())}</pre>"))
+    return "".join(parts)
+
+
+def kernel_clusters(record: GraphRecord) -> tuple[dict[str, str], dict[str, str]]:
+    """FX node name -> kernel name, and -> colour; a node computed by several kernels goes with the first."""
+    clusters: dict[str, str] = {}
+    colors: dict[str, str] = {}
+    kernel_index = 0
+    for group in record.schedule.groups:
+        if group.kind == "extern":
+            label, color = f"extern: {group.name}", EXTERN_COLOR
+        else:
+            label, color = group.name, PALETTE[kernel_index % len(PALETTE)]
+            kernel_index += 1
+        for origin in group.origins:
+            if origin not in clusters:
+                clusters[origin] = label
+                colors[origin] = color
+    return clusters, colors
+
+
+def _is_backward(exp: Exploration, record: GraphRecord) -> bool:
+    return all(record is not g for g in exp.session.graphs)
