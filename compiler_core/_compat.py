@@ -59,8 +59,15 @@ def graph_break_reasons() -> list:
 
 
 def recompile_logger_names() -> list[str]:
-    # Dynamo logs recompile reasons on the "recompiles" logging artifact of these modules.
-    return ["torch._dynamo.guards.__recompiles", "torch._dynamo.convert_frame.__recompiles"]
+    # Dynamo logs recompile reasons on the "recompiles" logging artifact of this module.
+    return ["torch._dynamo.guards.__recompiles"]
+
+
+def enable_recompile_reasons() -> None:
+    """Dynamo words a recompile's failed guard only while its "recompiles" log artifact is on."""
+    from torch._logging import _internal
+
+    _internal.log_state.enable_artifact("recompiles")
 
 
 def forget_compiled_code(fn: Callable) -> None:

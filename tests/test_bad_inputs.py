@@ -90,3 +90,12 @@ def test_autograd_through_compiled_function():
 def test_bad_options_raise_a_clear_error():
     with pytest.raises(cc.CompileError, match="backend"):
         cc.compile(lambda x: x, backend="cuda")
+
+
+def test_recompile_is_recorded_with_the_failed_guard():
+    compiled = cc.compile(lambda x: x * 2)
+    compiled(torch.randn(3))
+    compiled(torch.randn(3, dtype=torch.float64))
+    s = compiled.session
+    assert len(s.recompiles) == 1 and "dtype" in s.recompiles[0].reason
+    assert len(s.graphs) == 1  # the session shows the latest compilation

@@ -63,32 +63,44 @@ new_breaks = _BreakLog()
 
 
 class _RecompileHandler(logging.Handler):
+    """Installed once: changing logger levels on every call clears logging's caches (slow)."""
+
     def __init__(self) -> None:
         super().__init__(logging.DEBUG)
-        self.records: list[Recompile] = []
+        self.sink: list[Recompile] | None = None
 
     def emit(self, record: logging.LogRecord) -> None:
+        if self.sink is None:
+            return
         text = record.getMessage()
-        reasons = [ln.strip(" -") for ln in text.splitlines()[1:] if ln.strip()]
-        self.records.append(Recompile(reasons[0] if reasons else text.strip()))
+        # "Recompiling function f in file:line / triggered by ... / - 0/0: tensor 'x' dtype mismatch"
+        reasons = [ln.strip()[1:].strip() for ln in text.splitlines() if ln.strip().startswith("-")]
+        self.sink.append(Recompile("; ".join(reasons) if reasons else text.strip()))
+
+
+_handler: _RecompileHandler | None = None
+
+
+def _install_handler() -> _RecompileHandler:
+    global _handler
+    if _handler is None:
+        _handler = _RecompileHandler()
+        _compat.enable_recompile_reasons()
+        for name in _compat.recompile_logger_names():
+            logger = logging.getLogger(name)
+            logger.addHandler(_handler)
+            logger.setLevel(logging.DEBUG)
+            logger.propagate = False  # the session shows the reason; keep the notebook quiet
+    return _handler
 
 
 @contextlib.contextmanager
 def recompile_watcher() -> Iterator[list[Recompile]]:
     """Collect Dynamo's recompile reasons logged during the block."""
-    handler = _RecompileHandler()
-    loggers = [logging.getLogger(name) for name in _compat.recompile_logger_names()]
-    saved = [(lg.level, lg.propagate) for lg in loggers]
-    for lg in loggers:
-        lg.addHandler(handler)
-        lg.setLevel(logging.DEBUG)
-        lg.propagate = False  # keep the notebook quiet; the session shows it
+    handler = _install_handler()
     found: list[Recompile] = []
+    outer, handler.sink = handler.sink, found
     try:
         yield found
     finally:
-        for lg, (level, propagate) in zip(loggers, saved):
-            lg.removeHandler(handler)
-            lg.setLevel(level)
-            lg.propagate = propagate
-        found.extend(handler.records)
+        handler.sink = outer
