@@ -17,6 +17,7 @@ import platform
 import shutil
 import statistics
 import sys
+import tempfile
 import traceback
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
@@ -98,6 +99,12 @@ def _planned_peak_bytes(session: Any) -> Optional[int]:
     return max(peaks) if peaks else None
 
 
+def _cache_hits(session: Any) -> str:
+    """"hits/artifacts" over the session's compiled graphs (forward and backward)."""
+    artifacts = [g.artifact for g in session.all_records() if getattr(g, "artifact", None) is not None]
+    return f"{sum(bool(getattr(a, 'cache_hit', False)) for a in artifacts)}/{len(artifacts)}"
+
+
 def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[Callable]:
     """Cold and warm compile of ours; returns the warm compiled function (None if ours raised)."""
     fn = inductor.private_copy(w.fn)  # our own code object: Inductor's compilations stay apart
@@ -107,7 +114,7 @@ def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[
         session = cold.session
         # Warm: an identical program compiled again in the same process, so the kernel cache is hot.
         warm = cc.compile(fn)
-        out, row["ours_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
+        _, row["ours_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
     except Exception as exc:  # noqa: BLE001 - a failing row is recorded, the bench goes on
         row["ours_error"] = _error_text(exc)
         log(f"{w.name}: ours raised {row['ours_error']}\n{traceback.format_exc()}")
@@ -117,8 +124,15 @@ def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[
     row["ours_fallback_graphs"] = stats.get("fallback_graphs")
     row["ours_fallback_ops"] = list(stats.get("fallback_ops", []))
     row["ours_notes"] = [m[:300] for m in session.messages]
-    if device != "cuda":
-        row["ours_peak_bytes"] = _planned_peak_bytes(session)
+    row["ours_compile_stages_s"] = {stage: round(t, 4) for stage, t in session.timings.items()}
+    row["ours_warm_compile_stages_s"] = {stage: round(t, 4) for stage, t in warm.session.timings.items()}
+    # Cold must be cold (a private kernel cache) and warm must hit the cache: record both so a broken
+    # cache shows in the row instead of silently skewing the compile times.
+    row["ours_cold_cache_hits"] = _cache_hits(session)
+    row["ours_warm_cache_hits"] = _cache_hits(warm.session)
+    row["ours_planned_peak_bytes"] = _planned_peak_bytes(session)
+    if device != "cuda":  # no allocator statistics on CPU: the plan is what we can show
+        row["ours_peak_bytes"] = row["ours_planned_peak_bytes"]
     row["_first_out"] = out
     return warm
 
@@ -212,6 +226,22 @@ def _median(values: list[Optional[float]]) -> Optional[float]:
     return statistics.median(xs) if xs else None
 
 
+def _load_average() -> Optional[float]:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return None
+
+
+def _use_private_caches(with_inductor: bool) -> None:
+    """Empty on-disk kernel caches for this process, so cold compile times are cold."""
+    ours = tempfile.mkdtemp(prefix="fcompile-bench-")
+    os.environ["FCOMPILE_CACHE_DIR"] = ours  # read by compiler_core.runtime.build.cache_dir()
+    atexit.register(shutil.rmtree, ours, ignore_errors=True)
+    if with_inductor:
+        atexit.register(shutil.rmtree, inductor.use_private_cache_dir(), ignore_errors=True)
+
+
 def _warm_up_dynamo(device: str) -> None:
     """Pay Dynamo's one-time start-up outside every contender's compile time."""
     torch.compile(lambda x: x + 1, backend="eager")(torch.ones(4, device=device))
@@ -227,10 +257,10 @@ def run(opts: BenchOptions) -> dict:
     skipped = [n for n in (names if opts.only else NOT_SUPPORTED_YET) if n in NOT_SUPPORTED_YET]
     for name in skipped:
         log(f"{name}: not supported yet ({NOT_SUPPORTED_YET[name]})")
-    if opts.inductor:
-        cache = inductor.use_private_cache_dir()
-        atexit.register(shutil.rmtree, cache, ignore_errors=True)
-        log(f"Inductor caches in {cache} (so its cold compiles are cold)")
+    load = _load_average()
+    if opts.device == "cpu" and load is not None and load > 0.5:
+        log(f"warning: 1-minute load average is {load:.2f}: other processes share the cores, CPU times will be noisy")
+    _use_private_caches(opts.inductor)
     _warm_up_dynamo(opts.device)
     log("measuring copy bandwidth")
     copy_GBps = timing.copy_bandwidth_GBps(opts.device)
@@ -243,6 +273,7 @@ def run(opts: BenchOptions) -> dict:
         "copy_GBps": copy_GBps,
         "size": opts.size,
         "threads": torch.get_num_threads(),
+        "load_average_at_start": load,
         "samples": opts.samples,
         "not_supported_yet": skipped,
         "geomean_ours_vs_inductor": geomean([r["ours_vs_inductor"] for r in rows]),
@@ -272,6 +303,8 @@ def format_table(report: dict) -> str:
     head = (f"{report['device']}: {report['machine']}; torch {report['torch']}, triton {report['triton']}; "
             f"{report['threads']} threads; {report['date']}; measured copy {report['copy_GBps']:.1f} GB/s; "
             f"sizes {report['size']}; median of {report['samples']} samples")
+    if report.get("load_average_at_start") is not None:
+        head += f"; load average at start {report['load_average_at_start']:.2f}"
     cols = ["workload", "eager ms", "ind ms", "ours ms", "ours/eager", "ours/ind", "ours GB/s", "%copy",
             "cold s", "warm s", "ind cold s", "kernels", "peak", "ind peak", "check"]
     lines = [cols]

@@ -43,22 +43,33 @@ def _sample_ms(fn: Callable[[], object], calls: int, device: str) -> float:
 
 
 def calls_per_sample(fn: Callable[[], object], device: str) -> int:
-    """How many calls make one sample last MIN_SAMPLE_S (after two warm-up calls)."""
-    fn()
-    fn()
+    """How many calls make one sample last MIN_SAMPLE_S (after warm-up calls).
+
+    The estimate is the fastest of a few single calls: one slow call (the machine busy elsewhere)
+    must not turn every later sample into a single, noisy call.
+    """
+    for _ in range(3):
+        fn()
     synchronize(device)
-    estimate_ms = _sample_ms(fn, 3, device)
+    estimate_ms = min(_sample_ms(fn, 1, device) for _ in range(5))
     return max(1, math.ceil(MIN_SAMPLE_S[device] * 1e3 / max(estimate_ms, 1e-6)))
 
 
-def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats: int) -> dict[str, float]:
-    """Median ms per call of each callable, `repeats` samples each, taken round-robin."""
+def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats: int,
+                     reduce: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
+    """Median (or `reduce`) ms per call of each callable, `repeats` samples each, taken round-robin.
+
+    Each sample starts with one untimed call, so what the previous contender left behind (OpenMP
+    threads still spinning, cold caches) is not charged to this one.
+    """
     calls = {name: calls_per_sample(fn, device) for name, fn in fns.items()}
     samples: dict[str, list[float]] = {name: [] for name in fns}
     for _ in range(repeats):
         for name, fn in fns.items():
+            fn()
+            synchronize(device)
             samples[name].append(_sample_ms(fn, calls[name], device))
-    return {name: statistics.median(s) for name, s in samples.items()}
+    return {name: reduce(s) for name, s in samples.items()}
 
 
 def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
@@ -70,15 +81,16 @@ def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
     return out, time.perf_counter() - t0
 
 
-def copy_bandwidth_GBps(device: str, repeats: int = 10) -> float:
+def copy_bandwidth_GBps(device: str, repeats: int = 20) -> float:
     """Measured copy bandwidth: bytes read + bytes written per second of one large tensor copy.
 
     256 MB on CUDA (well past L2), 64 MB on CPU (past the last-level cache of the test machines).
+    The best sample, not the median: this is a ceiling, and a shared machine only ever lowers it.
     """
     nbytes = (256 if device == "cuda" else 64) * 2**20
     src = torch.empty(nbytes // 4, dtype=torch.float32, device=device).fill_(1.0)
     dst = torch.empty_like(src)
-    ms = time_interleaved({"copy": lambda: dst.copy_(src)}, device, repeats)["copy"]
+    ms = time_interleaved({"copy": lambda: dst.copy_(src)}, device, repeats, reduce=min)["copy"]
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 

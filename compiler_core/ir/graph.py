@@ -123,6 +123,7 @@ class LoopNode:
     full_shape: tuple[int, ...] = ()
     reduced_dims: tuple[int, ...] = ()
     extra_outputs: tuple[Buffer, ...] = ()  # extern calls returning several tensors
+    source_fn: str = ""  # the user-level function it came from ("layer_norm", "gelu", "add"...)
 
     @property
     def reads(self) -> tuple[MemoryDep, ...]:

@@ -9,6 +9,7 @@ index expressions.
 
 from __future__ import annotations
 
+import dataclasses
 import operator
 from typing import Any, Callable
 
@@ -48,6 +49,7 @@ class _Lowering:
         self.inputs: list[Buffer] = []
         self.constants: dict[str, torch.Tensor] = {}
         self.device = "cpu"
+        self.source_fn = ""
 
     # ---- driver -------------------------------------------------------------------------
     def run(self) -> LoopGraph:
@@ -98,6 +100,7 @@ class _Lowering:
             self.meta_offsets[node.name] = _compat.fake_value(node).storage_offset()
             return
         val = _compat.fake_value(node)
+        self.source_fn = _source_fn(node)
         if isinstance(val, torch.Tensor):
             self._check_dtype(val.dtype, node)
             self.meta_offsets[node.name] = val.storage_offset()
@@ -135,7 +138,7 @@ class _Lowering:
         return value if view.dtype == dtype else Cast(value, dtype)
 
     def add_node(self, node: LoopNode) -> ViewRef:
-        self.nodes.append(node)
+        self.nodes.append(dataclasses.replace(node, source_fn=self.source_fn))
         return ViewRef(node.output.name, node.output.layout, node.output.dtype)
 
     def pointwise(self, node: torch.fx.Node, val: torch.Tensor, body_fn: Callable[[list[str]], Value],
@@ -216,9 +219,19 @@ class _Lowering:
         call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
         self.nodes.append(LoopNode(name=f"buf{len(self.nodes)}", kind="extern", output=buffers[0],
                                    origins=(node.name,), extern=call, extern_inputs=inputs,
-                                   extra_outputs=tuple(buffers[1:])))
+                                   extra_outputs=tuple(buffers[1:]), source_fn=self.source_fn))
         refs = tuple(ViewRef(b.name, b.layout, b.dtype) for b in buffers)
         self.values[node.name] = refs if isinstance(val, (list, tuple)) else refs[0]
+
+
+def _source_fn(node: torch.fx.Node) -> str:
+    """The user-level function an ATen node was traced from (Dynamo's source_fn_stack)."""
+    stack = node.meta.get("source_fn_stack")
+    if stack:
+        name = stack[-1][0]
+        target = stack[-1][1]
+        return getattr(target, "__name__", None) or str(name).rstrip("0123456789_") or str(name)
+    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
 
 
 class _Unsupported(Exception):

@@ -195,6 +195,11 @@ class _Scheduler:
                            r_ranges=g.space.r, materialized=writes, internal=internal, origins=origins)
 
 
+def _identifier(text: str) -> str:
+    cleaned = "".join(c if c.isalnum() else "_" for c in text).strip("_").lower()
+    return cleaned or "op"
+
+
 def _numel(space: Space) -> int:
     total = 1
     for s in space.x + space.r:
@@ -203,13 +208,12 @@ def _numel(space: Space) -> int:
 
 
 def kernel_name(nodes: list[LoopNode], index: int) -> str:
-    """`fused_amax_sub_exp_sum_div_0`: the ops it computes, in order, then its position."""
+    """`fused_layer_norm_gelu_0`: the user-level functions it computes, in order, then its position."""
     ops = []
     for n in nodes:
-        for origin in n.origins:
-            op = origin.rstrip("0123456789").rstrip("_") or origin
-            if op not in ops:
-                ops.append(op)
+        op = _identifier(n.source_fn or n.origins[0].rstrip("0123456789").rstrip("_"))
+        if op not in ops:
+            ops.append(op)
     stem = "_".join(ops[:6]) + ("_etc" if len(ops) > 6 else "")
     return f"fused_{stem}_{index}" if len(nodes) > 1 else f"{stem}_{index}"
 
