@@ -33,3 +33,18 @@ def test_tour_executes_and_exports(tmp_path):
     # No widget JavaScript from a CDN: the static fallback stands in for the widgets.
     assert "application/vnd.jupyter.widget-view+json" not in page
     assert not re.search(r'<script[^>]+src="(https?:)?//', page)
+
+
+@pytest.mark.notebook
+def test_demo_summary_table_reports_measured_speedups():
+    # What `make demo` prints after the page: the standard CPU workloads, measured now.
+    from explorer.tour import format_table, summary_rows
+
+    rows = summary_rows(repeats=3)
+    table = format_table(rows)
+    for name in ("layernorm_gelu", "softmax"):
+        assert name in table
+    for row in rows:
+        assert row["kernels"] == 1
+        assert row["speedup"] > 0
+    assert table.count("x") >= 2  # a speedup column like "1.70x"
