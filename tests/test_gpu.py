@@ -6,9 +6,9 @@ Run on a machine with a GPU: `python -m pytest -m gpu tests/test_gpu.py`.  Skipp
 import pytest
 import torch
 import torch.nn.functional as F
+from programs import PROGRAMS
 
 import compiler_core as cc
-from programs import PROGRAMS
 
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run with the device tool)")]

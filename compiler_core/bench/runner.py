@@ -265,6 +265,13 @@ def run(opts: BenchOptions) -> dict:
     log("measuring copy bandwidth")
     copy_GBps = timing.copy_bandwidth_GBps(opts.device)
     rows = [run_workload(WORKLOADS[n], opts, copy_GBps) for n in names if n in WORKLOADS]
+    # Measured again at the end, the better of the two kept: a ceiling only ever reads low on a
+    # shared machine (another process on the cores during the first measurement).
+    copy_end = timing.copy_bandwidth_GBps(opts.device)
+    if copy_end > copy_GBps:
+        copy_GBps = copy_end
+        for row in rows:
+            row["ours_pct_copy"] = 100 * row["ours_GBps"] / copy_GBps if row["ours_GBps"] else None
     return {
         "device": opts.device,
         "machine": machine_name(opts.device),
@@ -315,7 +322,7 @@ def format_table(report: dict) -> str:
         lines.append([
             r["workload"], _fmt(r["eager_ms"], ".3f"), _fmt(r["inductor_ms"], ".3f"), _fmt(r["ours_ms"], ".3f"),
             _fmt(r["ours_vs_eager"], ".2f"), _fmt(r["ours_vs_inductor"], ".2f"),
-            _fmt(r["ours_GBps"], ".1f"), _fmt(r["ours_pct_copy"], ".0f"),
+            _fmt(r["ours_GBps"], ".1f"), _fmt(r["ours_pct_copy"] if r["memory_bound"] else None, ".0f"),
             _fmt(r["ours_compile_cold_s"], ".2f"), _fmt(r["ours_compile_warm_s"], ".3f"),
             _fmt(r["inductor_compile_cold_s"], ".2f"), _fmt(r["ours_kernels"], "d"),
             _fmt_bytes(r["ours_peak_bytes"]), _fmt_bytes(r["inductor_peak_bytes"]), check,
@@ -327,7 +334,8 @@ def format_table(report: dict) -> str:
         if i == 0:
             text.append("  ".join("-" * w for w in widths))
     text.append("")
-    text.append("ratios are time ratios (< 1: ours is faster); peak on CPU = our planned peak, on CUDA = allocator")
+    text.append("ratios are time ratios (< 1: ours is faster); %copy only for memory-bound rows; "
+                "peak on CPU = our planned peak, on CUDA = allocator")
     text.append(f"geomean ours/inductor {_fmt(report['geomean_ours_vs_inductor'], '.3f')}, "
                 f"ours/eager {_fmt(report['geomean_ours_vs_eager'], '.3f')}, "
                 f"inductor/eager {_fmt(report['geomean_inductor_vs_eager'], '.3f')}; "

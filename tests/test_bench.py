@@ -1,0 +1,103 @@
+"""Smoke tests of `python -m compiler_core.bench`: tiny sizes, JSON schema of ARCHITECTURE.md."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from compiler_core.bench.runner import format_table, geomean
+
+# Every row carries these (ARCHITECTURE.md, "Benchmarks").
+ROW_FIELDS = {
+    "workload": str, "eager_ms": float, "inductor_ms": (float, type(None)), "ours_ms": (float, type(None)),
+    "ideal_bytes": int, "memory_bound": bool, "ours_GBps": (float, type(None)),
+    "ours_compile_cold_s": (float, type(None)), "ours_compile_warm_s": (float, type(None)),
+    "inductor_compile_cold_s": (float, type(None)), "ours_kernels": (int, type(None)),
+    "ours_peak_bytes": (int, type(None)), "inductor_peak_bytes": (int, type(None)),
+}
+TOP_FIELDS = {"device": str, "machine": str, "date": str, "torch": str, "triton": (str, type(None)),
+              "copy_GBps": float, "rows": list}
+
+
+def run_bench(tmp_path, *args: str, device: str = "cpu") -> dict:
+    out = tmp_path / "bench.json"
+    proc = subprocess.run([sys.executable, "-m", "compiler_core.bench", "--device", device, "--size", "small",
+                           "--repeats", "2", "--json", str(out), *args],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "geomean ours/inductor" in proc.stdout  # the table went to stdout
+    assert "[bench]" in proc.stderr and "[bench]" not in proc.stdout  # progress went to stderr
+    return json.loads(out.read_text())
+
+
+def check_schema(report: dict, workloads: list[str]) -> None:
+    for key, types in TOP_FIELDS.items():
+        assert isinstance(report[key], types), key
+    assert report["copy_GBps"] > 0
+    assert [r["workload"] for r in report["rows"]] == workloads
+    for row in report["rows"]:
+        for key, types in ROW_FIELDS.items():
+            assert key in row, key
+            assert isinstance(row[key], types), (row["workload"], key, row[key])
+        assert row["eager_ms"] > 0
+        # Ours either ran (a time and a correctness verdict) or its error is recorded: never silent.
+        assert (row["ours_ms"] is not None and isinstance(row["matches_eager"], bool)) or row["ours_error"]
+
+
+def test_bench_smoke_without_inductor(tmp_path):
+    report = run_bench(tmp_path, "--only", "softmax,swiglu_chain", "--no-inductor")
+    check_schema(report, ["softmax", "swiglu_chain"])
+    softmax = report["rows"][0]
+    assert softmax["ideal_bytes"] == 2 * 32 * 64 * 4  # x read once, y written once (fp32)
+    assert softmax["memory_bound"] is True
+    assert softmax["inductor_ms"] is None and softmax["inductor_compile_cold_s"] is None
+
+
+@pytest.mark.slow
+def test_bench_smoke_with_inductor(tmp_path):
+    report = run_bench(tmp_path, "--only", "tiny_chain")
+    check_schema(report, ["tiny_chain"])
+    row = report["rows"][0]
+    # Inductor needs a C++ compiler on CPU; without one the bench records the error and goes on.
+    assert row["inductor_ms"] is not None or row["inductor_error"]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_bench_smoke_on_gpu(tmp_path):
+    report = run_bench(tmp_path, "--only", "softmax,rmsnorm", device="cuda")
+    check_schema(report, ["softmax", "rmsnorm"])
+    assert all(isinstance(r["ours_peak_bytes"], int) for r in report["rows"] if r["ours_ms"] is not None)
+
+
+def test_training_workloads_are_reported_as_not_supported(tmp_path):
+    report = run_bench(tmp_path, "--only", "tiny_chain,mlp_train_step", "--no-inductor")
+    assert report["not_supported_yet"] == ["mlp_train_step"]
+    assert [r["workload"] for r in report["rows"]] == ["tiny_chain"]
+
+
+def test_table_flags_mismatches_and_errors():
+    row = {"workload": "softmax", "eager_ms": 1.0, "inductor_ms": 0.5, "ours_ms": 0.4, "ours_vs_eager": 0.4,
+           "ours_vs_inductor": 0.8, "ours_GBps": 10.0, "memory_bound": True, "ours_pct_copy": 50.0,
+           "ours_compile_cold_s": 0.1,
+           "ours_compile_warm_s": 0.01, "inductor_compile_cold_s": 1.0, "ours_kernels": 1,
+           "ours_peak_bytes": 1024, "inductor_peak_bytes": None, "matches_eager": False,
+           "mismatch": "Tensor-likes are not close!"}
+    broken = {**{k: None for k in row}, "workload": "rmsnorm", "eager_ms": 1.0,
+              "ours_error": "RuntimeError: boom"}
+    report = {"device": "cpu", "machine": "test", "torch": "x", "triton": None, "threads": 2, "date": "d",
+              "copy_GBps": 20.0, "size": "small", "samples": 2, "rows": [row, broken],
+              "geomean_ours_vs_inductor": 0.8, "geomean_ours_vs_eager": 0.4, "geomean_inductor_vs_eager": 0.5,
+              "median_ours_compile_cold_s": 0.1, "median_inductor_compile_cold_s": 1.0, "not_supported_yet": []}
+    table = format_table(report)
+    assert "MISMATCH" in table and "Tensor-likes are not close!" in table
+    assert "ERROR" in table and "RuntimeError: boom" in table
+
+
+def test_geomean_ignores_missing_values():
+    assert geomean([2.0, None, 8.0]) == pytest.approx(4.0)
+    assert geomean([None]) is None
