@@ -46,22 +46,32 @@ class _Scheduler:
         self.groups: list[_Group] = [
             _Group([n.name], Space.of(n) if n.kind != "extern" else Space(()), n.kind) for n in graph.nodes]
         self.decisions: dict[tuple, FusionDecision] = {}
+        # Whether a set of nodes forms one kernel depends on those nodes alone: build each plan once.
+        self.plan_verdicts: dict[tuple[str, ...], str | None] = {}
 
     # ---- main loop ----------------------------------------------------------------------
     def run(self) -> Schedule:
         while True:
-            best = None
+            legal = []
             for a, b in self._candidate_pairs():
                 decision = self._evaluate(a, b)
                 self.decisions[(tuple(a.members), tuple(b.members))] = decision
-                if decision.legal and (best is None or decision.bytes_saved > best[2].bytes_saved):
-                    best = (a, b, decision)
-            if best is None:
+                if decision.legal:
+                    legal.append((a, b, decision))
+            if not legal:
                 break
-            a, b, decision = best
-            self.decisions[(tuple(a.members), tuple(b.members))] = FusionDecision(
-                decision.first, decision.second, True, True, decision.reason, decision.bytes_saved)
-            self._merge(a, b)
+            # Best first; pairs that do not touch a group merged this round are merged in the same
+            # round (their kernel plans are unaffected), after a fresh cycle check.
+            legal.sort(key=lambda t: -t[2].bytes_saved)
+            touched: set[int] = set()
+            for a, b, decision in legal:
+                if id(a) in touched or id(b) in touched:
+                    continue
+                if touched and self._creates_cycle(a, b):
+                    continue
+                self.decisions[(tuple(a.members), tuple(b.members))] = FusionDecision(
+                    decision.first, decision.second, True, True, decision.reason, decision.bytes_saved)
+                touched |= {id(a), id(b), id(self._merge(a, b))}
         return Schedule(groups=tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
                         decisions=tuple(self.decisions.values()))
 
@@ -95,13 +105,22 @@ class _Scheduler:
         if self._creates_cycle(a, b):
             return verdict(False, "a node outside both groups sits between them (fusing would create a cycle)")
         members = sorted(a.members + b.members, key=self.order.get)
-        try:
-            build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space)
-        except PlanError as why:
-            return verdict(False, str(why))
+        refusal = self._plan_refusal(members, space)
+        if refusal is not None:
+            return verdict(False, refusal)
         saved = self._bytes_saved(a, b)
         kinds = "+".join(sorted({a.kind, b.kind}))
         return verdict(True, f"same iteration space ({space.describe()}), {kinds}", saved)
+
+    def _plan_refusal(self, members: list[str], space: Space) -> str | None:
+        key = tuple(members)
+        if key not in self.plan_verdicts:
+            try:
+                build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space)
+                self.plan_verdicts[key] = None
+            except PlanError as why:
+                self.plan_verdicts[key] = str(why)
+        return self.plan_verdicts[key]
 
     def _merged_space(self, a: _Group, b: _Group) -> Space | None:
         if a.space.is_reduction and b.space.is_reduction:
@@ -154,11 +173,12 @@ class _Scheduler:
         return saved
 
     # ---- merging and output -----------------------------------------------------------------
-    def _merge(self, a: _Group, b: _Group) -> None:
+    def _merge(self, a: _Group, b: _Group) -> _Group:
         space = self._merged_space(a, b)
         kind = "reduction" if space.is_reduction else "pointwise"
         merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
         self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
+        return merged
 
     def _ordered_groups(self) -> list[_Group]:
         """Groups in an order that respects data dependencies (Kahn's algorithm, stable by node order)."""

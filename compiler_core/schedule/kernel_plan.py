@@ -158,13 +158,20 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
             placed[n] = p
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
 
+    resolved: dict[Load, Value] = {}  # each (buffer, index) is inlined once, however often it is read
+
     def resolve(value: Value, depth: int = 0) -> Value:
-        if depth > 64:
-            raise PlanError("inlining too deep")
+        if depth > 120:
+            raise PlanError("producer chain too long to inline into one kernel")
 
         def leaf(v: Value) -> Value:
             if not isinstance(v, Load) or v.buffer not in by_buffer:
                 return v
+            if v not in resolved:
+                resolved[v] = load_in_kernel(v, depth)
+            return resolved[v]
+
+        def load_in_kernel(v: Load, depth: int) -> Value:
             producer = by_buffer[v.buffer]
             if producer.kind == "reduction":
                 store = _store_in_space(producer, placed[producer.name][0], ranges)
