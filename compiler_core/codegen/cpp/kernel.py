@@ -13,7 +13,9 @@ import torch
 
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value
+from compiler_core.ir.graph import Layout
+from compiler_core.ir.index import linear_index
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, walk
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 # Storage types in memory; bf16/fp16 values are held as float in registers.
@@ -190,11 +192,65 @@ def _simd_reduction_pragma(reductions: list[Step]) -> str:
     return f"#pragma omp simd{clauses}"
 
 
+# Transcendental ops cost far more than a load from L1: a row cache pays off for them.
+_EXPENSIVE = {"exp", "log", "log1p", "expm1", "erf", "tanh", "sin", "cos", "sigmoid", "sqrt", "rsqrt", "truediv"}
+ROW_CACHE_MAX_ELEMENTS = 8192  # per cached expression, on each thread's stack
+ROW_CACHE_MAX_EXPRESSIONS = 4
+
+
+def _row_cached_expressions(plan: KernelPlan, phases: list) -> dict[Value, int]:
+    """Expensive subexpressions computed in one pass over a row and needed again in a later pass
+    (softmax's exp(x - max)): cache them per row instead of recomputing. Value -> first phase."""
+    if plan.rnumel > ROW_CACHE_MAX_ELEMENTS:
+        return {}
+    r_vars = {f"r{i}" for i in range(len(plan.space.r))}
+    first_seen: dict[Value, int] = {}
+    cached: dict[Value, int] = {}
+
+    def costly(v: Value) -> bool:
+        deps_on_r = any(isinstance(n, Load) and n.index.free_vars() & r_vars for n in walk(v))
+        return deps_on_r and any(isinstance(n, Op) and n.op in _EXPENSIVE for n in walk(v))
+
+    for phase_index, (kind, steps) in enumerate(phases):
+        if kind != "loop":
+            continue
+        for step in steps:
+            stack = [step.value]
+            while stack:
+                v = stack.pop()
+                if not isinstance(v, Op) or not costly(v):
+                    continue
+                if v in first_seen and first_seen[v] < phase_index:
+                    if len(cached) < ROW_CACHE_MAX_EXPRESSIONS:
+                        cached.setdefault(v, first_seen[v])
+                    continue  # the whole subtree comes from the cache: do not look inside
+                first_seen.setdefault(v, phase_index)
+                stack.extend(v.args)
+    return cached
+
+
+def _replace(value: Value, table: dict[Value, Value]) -> Value:
+    if value in table:
+        return table[value]
+    if isinstance(value, Op):
+        return Op(value.op, tuple(_replace(a, table) for a in value.args), value.dtype)
+    if isinstance(value, Cast):
+        return Cast(_replace(value.arg, table), value.dtype)
+    return value
+
+
 def _reduction_body(plan: KernelPlan) -> list[str]:
     xnames = [f"x{i}" for i in range(len(plan.space.x))]
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
     row = CppPrinter()
-    for kind, steps in plan.phases():
+    phases = plan.phases()
+    cached = _row_cached_expressions(plan, phases)
+    r_flat = linear_index(rnames, Layout.contiguous(plan.space.r).stride)
+    cache_slots = {v: Load(f"rowcache{i}", r_flat, v.dtype) for i, v in enumerate(cached)}
+    for v, slot in cache_slots.items():
+        row.lines.append(f"{register_type(v.dtype)} {slot.buffer}[{plan.rnumel}];  // per-row cache")
+    for phase_index, (kind, steps) in enumerate(phases):
+        readable = {v: slot for v, slot in cache_slots.items() if cached[v] < phase_index}
         if kind == "row":
             step = steps[0]
             row.lines.append(store_statement(step, row.emit(step.value)))
@@ -205,11 +261,14 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
             row.lines.append(f"{register_type(s.value.dtype)} acc_{s.node} = {init};")
         inner = row.child()
         for s in steps:
-            name = inner.emit(s.value)
+            name = inner.emit(_replace(s.value, readable))
             if s.reduction_type:
                 inner.lines.append(reduction_combine(s.reduction_type, f"acc_{s.node}", name))
             else:
                 inner.lines.append(store_statement(s, name))
+        for v, slot in cache_slots.items():
+            if cached[v] == phase_index:
+                inner.lines.append(f"{slot.buffer}[{r_flat.render(div='/')}] = {inner.emit(_replace(v, readable))};")
         row.sync_counter(inner)
         loops = _loops(rnames, plan.space.r)
         for depth, loop in enumerate(loops):
