@@ -65,6 +65,9 @@ class CppPrinter(CSEPrinter):
         return f"red_{v.node}"
 
     def cast(self, arg: str, source: Value, v: Cast) -> str:
+        if source.dtype == v.dtype or (v.dtype not in LOW_PRECISION and register_type(source.dtype) == register_type(
+                v.dtype)):
+            return arg  # same register type, and no rounding to do
         if v.dtype in LOW_PRECISION:
             inner = arg if register_type(source.dtype) == "float" else f"static_cast<float>({arg})"
             return f"fc::round_{LOW_PRECISION[v.dtype]}({inner})"

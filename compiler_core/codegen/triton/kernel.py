@@ -64,6 +64,9 @@ class TritonPrinter(CSEPrinter):
         return f"red_{v.node}"
 
     def cast(self, arg: str, source: Value, v: Cast) -> str:
+        if source.dtype == v.dtype or (v.dtype not in LOW_PRECISION and register_dtype(source.dtype) == register_dtype(
+                v.dtype)):
+            return arg  # same register type, and no rounding to do
         if v.dtype == torch.bfloat16 and self.interpret:
             return f"_round_to_bf16({arg}.to(tl.float32))"
         if v.dtype in LOW_PRECISION:
