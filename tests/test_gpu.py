@@ -11,7 +11,7 @@ from programs import PROGRAMS
 import compiler_core as cc
 
 pytestmark = [pytest.mark.gpu,
-              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run with the device tool)")]
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")]
 
 
 def _cuda(args):
