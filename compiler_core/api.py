@@ -20,10 +20,11 @@ import torch
 
 from compiler_core import _compat
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
-from compiler_core.codegen.wrapper import generate_program
+from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
-from compiler_core.runtime.build import build_program
+from compiler_core.runtime.autotune import choose_configs
+from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.schedule.fusion import schedule
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
@@ -179,7 +180,15 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend)
     with timer("build"):
-        record.artifact = build_program(record.kernels, record.wrapper, record.loops, options.mode)
+        loaded = load_kernels(record.kernels, backend, record.loops)
+    with timer("autotune"):
+        configs, tuning_log = choose_configs(record.kernels, loaded, record.loops)
+        if any(configs[k.name] != k.config_space[0] for k in record.kernels if k.name in configs):
+            record.wrapper = host_program(record.loops, record.schedule, record.memory, backend, record.kernels,
+                                          configs)
+    with timer("build"):
+        record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
+                                        tuning_log)
     return _compat.boxed(record.artifact.call)
 
 
@@ -204,4 +213,5 @@ class _StageTimer:
         self.start = time.perf_counter()
 
     def __exit__(self, *exc: Any) -> None:
-        self.record.timings[self.stage] = time.perf_counter() - self.start
+        elapsed = time.perf_counter() - self.start
+        self.record.timings[self.stage] = self.record.timings.get(self.stage, 0.0) + elapsed

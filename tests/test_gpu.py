@@ -46,3 +46,17 @@ def test_looped_reduction_on_gpu():
     x = torch.randn(8, 100_000, device="cuda")
     compiled = cc.compile(lambda x: torch.softmax(x, -1))
     torch.testing.assert_close(compiled(x), torch.softmax(x, -1))
+
+
+def test_autotuning_times_candidate_configs_and_caches_the_choice():
+    x = torch.randn(4096, 2048, device="cuda")
+    compiled = cc.compile(lambda x: torch.softmax(x, -1) * 2)
+    torch.testing.assert_close(compiled(x), torch.softmax(x, -1) * 2)
+    kernel = compiled.session.kernels[0]
+    artifact = compiled.session.graphs[0].artifact
+    assert len(kernel.config_space) > 1
+    assert artifact.chosen_configs[kernel.name] in [dict(c) for c in kernel.config_space]
+    assert any("us" in line for line in artifact.tuning_log) or any("cached" in line for line in artifact.tuning_log)
+    again = cc.compile(lambda x: torch.softmax(x, -1) * 2)
+    again(x)
+    assert any("cached" in line for line in again.session.graphs[0].artifact.tuning_log)

@@ -16,6 +16,7 @@ class KernelSource:
     origins: tuple[str, ...]  # FX node names computed by this kernel
     line_origins: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False)
     kind: str = "pointwise"  # "pointwise" | "reduction"
+    xnumel: int = 0  # rows (reduction) or elements (pointwise) the launch grid covers
 
     def pretty(self) -> str:
         return self.source

@@ -10,7 +10,7 @@ import torch
 
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
-from compiler_core.codegen.triton.kernel import generate_triton_kernel
+from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
@@ -37,12 +37,14 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan,
         def generate(plan: KernelPlan) -> KernelSource:
             return generate_triton_kernel(plan, interpret=interpret)
     kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.kind != "extern")
-    source = _host_program(graph, sched, memory, backend, {k.name: k for k in kernels}, plans)
-    return kernels, WrapperProgram(source=source, backend=backend)
+    return kernels, host_program(graph, sched, memory, backend, kernels)
 
 
-def _host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
-                  kernels: dict[str, KernelSource], plans: dict[str, KernelPlan]) -> str:
+def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
+                 kernel_list: tuple[KernelSource, ...], configs: dict[str, dict] | None = None) -> WrapperProgram:
+    """The host program; `configs` (kernel -> launch config) overrides each kernel's first candidate."""
+    kernels = {k.name: k for k in kernel_list}
+    configs = configs or {}
     buffers = {b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)}
     lines = [f"# host program ({backend}): allocate, launch, free, return",
              "def call(args):"]
@@ -81,7 +83,9 @@ def _host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend
             else:
                 body.append(f"{name} = empty_strided({buf.layout.size}, {buf.layout.stride}, dtype={buf.dtype}, "
                             f"device=DEVICE)")
-        body.append(_launch(kernels[group.name], plans[group.name], backend))
+        kernel = kernels[group.name]
+        body.append(_launch(kernel, configs.get(kernel.name, kernel.config_space[0] if kernel.config_space else {}),
+                            backend))
         dead = [n for n in frees.get(step, ()) if n not in graph.output_buffers() and n not in donors]
         if dead:
             body.append(f"del {', '.join(dead)}")
@@ -93,16 +97,15 @@ def _host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend
         else:
             outs.append(repr(o))
     body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-    return "\n".join(lines + ["    " + ln for ln in body]) + "\n"
+    return WrapperProgram(source="\n".join(lines + ["    " + ln for ln in body]) + "\n", backend=backend)
 
 
-def _launch(kernel: KernelSource, plan: KernelPlan, backend: str) -> str:
+def _launch(kernel: KernelSource, config: dict, backend: str) -> str:
     if backend == "cpp":
         ptrs = ", ".join(f"{a}.data_ptr()" for a in kernel.signature)
         return f"{kernel.name}({ptrs}, NTHREADS)"
-    config = kernel.config_space[0]
     meta = ", ".join(f"{k}={v}" for k, v in config.items())
-    return f"{kernel.name}[{kernel.grid}]({', '.join(kernel.signature)}, {meta})"
+    return f"{kernel.name}[{launch_grid(kernel.xnumel, config)}]({', '.join(kernel.signature)}, {meta})"
 
 
 def _view_text(v: ViewRef) -> str:

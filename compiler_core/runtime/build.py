@@ -13,8 +13,9 @@ import hashlib
 import os
 import subprocess
 import tempfile
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -40,34 +41,48 @@ def cache_dir() -> Path:
     return path
 
 
-def build_program(kernels: tuple[KernelSource, ...], wrapper: WrapperProgram, graph: LoopGraph,
-                  mode: str) -> CompiledArtifact:
-    namespace: dict[str, Any] = {
-        "torch": torch, "empty_strided": torch.empty_strided, "DEVICE": torch.device(graph.device),
-        "view": view, "ensure_layout": ensure_layout, "constants": graph.constants,
-        "NTHREADS": torch.get_num_threads(),
-    }
-    library = None
-    cache_hit = True
-    if kernels and wrapper.backend == "cpp":
+@dataclass(frozen=True)
+class LoadedKernels:
+    """Callable kernels by name, ready for the host program's namespace."""
+
+    functions: dict = field(repr=False)
+    cache_hit: bool
+    library_path: Optional[str] = None
+
+
+def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGraph) -> LoadedKernels:
+    if not kernels:
+        return LoadedKernels({}, True)
+    if backend == "cpp":
         library, cache_hit = build_cpp(kernels)
         lib = ctypes.CDLL(str(library))
+        functions = {}
         for k in kernels:
             fn = getattr(lib, k.name)
             fn.argtypes = [ctypes.c_void_p] * len(k.signature) + [ctypes.c_int]
             fn.restype = None
-            namespace[k.name] = fn
-    elif kernels:
-        interpret = graph.device != "cuda"
-        loaded, cache_hit = load_triton(kernels, interpret=interpret)
-        namespace.update({k.name: _Quiet(loaded[k.name]) if interpret else loaded[k.name] for k in kernels})
+            functions[k.name] = fn
+        return LoadedKernels(functions, cache_hit, str(library))
+    interpret = graph.device != "cuda"
+    loaded, cache_hit = load_triton(kernels, interpret=interpret)
+    return LoadedKernels({k.name: _Quiet(loaded[k.name]) if interpret else loaded[k.name] for k in kernels},
+                         cache_hit)
+
+
+def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,
+                  graph: LoopGraph, mode: str, configs: dict[str, dict], tuning_log: tuple[str, ...]
+                  ) -> CompiledArtifact:
+    """exec the host program with the loaded kernels in scope."""
+    namespace: dict[str, Any] = {
+        "torch": torch, "empty_strided": torch.empty_strided, "DEVICE": torch.device(graph.device),
+        "view": view, "ensure_layout": ensure_layout, "constants": graph.constants,
+        "NTHREADS": torch.get_num_threads(), **loaded.functions,
+    }
     exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
-    configs = {k.name: dict(k.config_space[0]) for k in kernels if k.config_space}
     cudagraph = "not used: mode is default" if mode == "default" else f"not used yet: mode {mode} runs as default"
     return CompiledArtifact(call=namespace["call"], backend=wrapper.backend,
                             kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
-                            tuning_log=("launch configs chosen by heuristic (no autotuning in default mode)",),
-                            cache_hit=cache_hit, library_path=str(library) if library else None,
+                            tuning_log=tuning_log, cache_hit=loaded.cache_hit, library_path=loaded.library_path,
                             cudagraph=cudagraph)
 
 

@@ -198,8 +198,39 @@ def choose_config(plan: KernelPlan, interpret: bool) -> dict:
     return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}
 
 
+# Kernels smaller than this keep the heuristic config: tuning costs compiles and cannot win much.
+TUNE_MIN_ELEMENTS = 1 << 20
+
+
+def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
+    """The heuristic config first, then alternatives the GPU runtime may time (same source code)."""
+    best = choose_config(plan, interpret)
+    if interpret or plan.xnumel * max(plan.rnumel, 1) < TUNE_MIN_ELEMENTS:
+        return (best,)
+    out = [best]
+    if not plan.is_reduction:
+        for block, warps in ((512, 4), (2048, 8), (4096, 8)):
+            out.append({"XBLOCK": min(block, _next_pow2(plan.xnumel)), "num_warps": warps})
+    else:
+        rblock = best["RBLOCK"]
+        for xblock in (1, 2, 4):
+            for warps in (4, 8, 16):
+                if xblock * rblock <= 16384 and xblock <= _next_pow2(plan.xnumel) and warps * 32 <= xblock * rblock:
+                    out.append({"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps})
+    unique = []
+    for c in out:
+        if c not in unique:
+            unique.append(c)
+    return tuple(unique)
+
+
+def launch_grid(xnumel: int, config: dict) -> str:
+    return f"({max(-(-xnumel // config['XBLOCK']), 1)},)"
+
+
 def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
-    config = choose_config(plan, interpret)
+    configs = candidate_configs(plan, interpret)
+    config = configs[0]
     persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
@@ -216,9 +247,9 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
                   "    xmask = xindex < xnumel"]
         body = _pointwise_body(steps, interpret)
     lines += ["    " + ln for ln in body]
-    n_programs = -(-plan.xnumel // config["XBLOCK"])
     return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=tuple(args),
-                        grid=f"({max(n_programs, 1)},)", config_space=(config,), origins=plan.origins,
+                        grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
+                        xnumel=plan.xnumel,
                         kind="reduction" if plan.is_reduction else "pointwise")
 
 

@@ -1,0 +1,114 @@
+"""Autotuning of launch configs: time each kernel's candidate configs on the GPU, keep the fastest.
+
+Kernels receive FakeTensors at compile time (PITFALLS.md), so tuning makes its own random inputs
+with each buffer's sizes, strides and dtype.  The runtime owns the timing loop (CUDA events;
+Triton's autotuner and do_bench are not used).  Results are cached on disk by kernel source and
+GPU name, so a warm compile does not tune again.  Without a GPU (the interpreter) the first,
+heuristic config is used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+import torch
+
+from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.triton.kernel import launch_grid
+from compiler_core.ir.graph import Buffer, LoopGraph
+from compiler_core.runtime.build import LoadedKernels, cache_dir
+
+REPEATS = 20
+
+
+def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
+                   graph: LoopGraph) -> tuple[dict[str, dict], tuple[str, ...]]:
+    """(kernel name -> chosen config, a readable tuning log)."""
+    chosen: dict[str, dict] = {}
+    log: list[str] = []
+    for kernel in kernels:
+        if not kernel.config_space:
+            continue
+        if len(kernel.config_space) == 1 or graph.device != "cuda":
+            chosen[kernel.name] = dict(kernel.config_space[0])
+            log.append(f"{kernel.name}: heuristic config {kernel.config_space[0]}")
+            continue
+        cached = _read_cache(kernel)
+        if cached is not None:
+            chosen[kernel.name] = cached
+            log.append(f"{kernel.name}: cached tuning result {cached}")
+            continue
+        timings = _time_configs(kernel, loaded.functions[kernel.name], _buffers(graph))
+        best = min(timings, key=lambda t: t[1])[0]
+        chosen[kernel.name] = best
+        _write_cache(kernel, best)
+        log.append(f"{kernel.name}: " + ", ".join(f"{_short(c)} {ms * 1000:.1f}us" for c, ms in timings)
+                   + f" -> {_short(best)}")
+    return chosen, tuple(log)
+
+
+def _short(config: dict) -> str:
+    return "/".join(f"{k[0] if k != 'num_warps' else 'w'}{v}" for k, v in config.items())
+
+
+def _buffers(graph: LoopGraph) -> dict[str, Buffer]:
+    out = {b.name: b for b in graph.inputs}
+    for n in graph.nodes:
+        for b in (n.output, *n.extra_outputs):
+            out[b.name] = b
+    return out
+
+
+def _random_tensor(buf: Buffer) -> torch.Tensor:
+    t = torch.empty_strided(buf.layout.size, buf.layout.stride, dtype=buf.dtype, device="cuda")
+    if buf.dtype.is_floating_point:
+        return t.normal_()
+    if buf.dtype == torch.bool:
+        return t.random_(0, 2)
+    return t.random_(0, 8)
+
+
+def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> list[tuple[dict, float]]:
+    args = [_random_tensor(buffers[name]) for name in kernel.signature]
+    results = []
+    for config in kernel.config_space:
+        grid = eval(launch_grid(kernel.xnumel, config))  # a literal tuple such as (4096,)
+        try:
+            fn[grid](*args, **config)  # compile and warm up
+            torch.cuda.synchronize()
+        except Exception:  # noqa: BLE001 - a config the compiler rejects (e.g. out of resources) is skipped
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(REPEATS):
+            fn[grid](*args, **config)
+        end.record()
+        torch.cuda.synchronize()
+        results.append((dict(config), start.elapsed_time(end) / REPEATS))
+    if not results:
+        raise RuntimeError(f"no launch config of {kernel.name} compiled")
+    return results
+
+
+def _cache_path(kernel: KernelSource):
+    key = hashlib.sha256((kernel.source + json.dumps(kernel.config_space, sort_keys=True)
+                          + torch.cuda.get_device_name()).encode()).hexdigest()[:20]
+    return cache_dir() / "autotune" / f"{key}.json"
+
+
+def _read_cache(kernel: KernelSource) -> dict | None:
+    path = _cache_path(kernel)
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write_cache(kernel: KernelSource, config: dict) -> None:
+    path = _cache_path(kernel)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(config))
+    tmp.replace(path)
