@@ -136,3 +136,11 @@ def libdevice_import() -> str:
 
 def silence_recompile_logger(logger: logging.Logger) -> None:
     logger.propagate = False
+
+
+def real_tensors() -> Any:
+    """A context in which torch makes real tensors: compilers run under AOTAutograd's FakeTensorMode,
+    and autotuning needs real memory to time kernels on."""
+    from torch.utils._python_dispatch import _disable_current_modes
+
+    return _disable_current_modes()

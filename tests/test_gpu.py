@@ -52,8 +52,10 @@ def test_autotuning_times_candidate_configs_and_caches_the_choice():
     x = torch.randn(4096, 2048, device="cuda")
     compiled = cc.compile(lambda x: torch.softmax(x, -1) * 2)
     torch.testing.assert_close(compiled(x), torch.softmax(x, -1) * 2)
+    assert not compiled.session.graphs[0].fell_back, compiled.session.graphs[0].fallback_reason
     kernel = compiled.session.kernels[0]
     artifact = compiled.session.graphs[0].artifact
+    assert not any("tuning failed" in line for line in artifact.tuning_log), artifact.tuning_log
     assert len(kernel.config_space) > 1
     assert artifact.chosen_configs[kernel.name] in [dict(c) for c in kernel.config_space]
     assert any("us" in line for line in artifact.tuning_log) or any("cached" in line for line in artifact.tuning_log)
