@@ -111,17 +111,18 @@ class CompiledFunction:
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
-        self._pending = pending
+        # Kept cheap: most calls compile nothing. A session is made only if Dynamo calls our backend.
+        self._pending = None
         mark = new_breaks.mark()
+        watcher = recompile_watcher.start()
         try:
-            with recompile_watcher() as recompiles:
-                out = self._dynamo_fn(*args, **kwargs)
+            out = self._dynamo_fn(*args, **kwargs)
         finally:
-            self._pending = None
-        pending.breaks.extend(new_breaks.since(mark))
-        pending.recompiles.extend(recompiles)
-        if pending.graphs:  # this call compiled something: it is now the latest compilation
+            recompiles = recompile_watcher.stop(watcher)
+            pending, self._pending = self._pending, None
+        if pending is not None:  # this call compiled something: it is now the latest compilation
+            pending.breaks.extend(new_breaks.since(mark))
+            pending.recompiles.extend(recompiles)
             self.session = pending
         return out
 
@@ -129,7 +130,9 @@ class CompiledFunction:
         return self if obj is None else functools.partial(self.__call__, obj)
 
     def _backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        session = self._pending if self._pending is not None else self.session
+        if self._pending is None:
+            self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+        session = self._pending
         record = GraphRecord(captured=capture_graph(gm, example_inputs, len(session.graphs)))
         session.graphs.append(record)
         try:

@@ -3,9 +3,7 @@ graph breaks (reason + user file:line) and recompiles (the failed guard) around 
 
 from __future__ import annotations
 
-import contextlib
 import logging
-from typing import Iterator
 
 import torch
 
@@ -94,13 +92,19 @@ def _install_handler() -> _RecompileHandler:
     return _handler
 
 
-@contextlib.contextmanager
-def recompile_watcher() -> Iterator[list[Recompile]]:
-    """Collect Dynamo's recompile reasons logged during the block."""
-    handler = _install_handler()
-    found: list[Recompile] = []
-    outer, handler.sink = handler.sink, found
-    try:
-        yield found
-    finally:
+class _RecompileWatcher:
+    """Collects Dynamo's recompile reasons logged between start() and stop() (nestable, cheap)."""
+
+    def start(self) -> tuple:
+        handler = _install_handler()
+        found: list[Recompile] = []
+        outer, handler.sink = handler.sink, found
+        return handler, outer, found
+
+    def stop(self, token: tuple) -> list[Recompile]:
+        handler, outer, found = token
         handler.sink = outer
+        return found
+
+
+recompile_watcher = _RecompileWatcher()
