@@ -158,10 +158,12 @@ def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:
     return [f"for (int64_t {n} = 0; {n} < {s}; {n}++) {{" for n, s in zip(names, sizes)]
 
 
-def _parallel_pragma(collapse: int, numel: int, simd: bool = False) -> str:
+def _parallel_pragma(collapse: int) -> str:
     clause = f" collapse({collapse})" if collapse > 1 else ""
-    return (f"#pragma omp parallel for{' simd' if simd else ''}{clause} num_threads(nthreads) "
-            f"if({'true' if numel >= PARALLEL_MIN_ELEMENTS else 'false'})")
+    return f"#pragma omp parallel for{clause} num_threads(nthreads)"
+
+
+POINTWISE_CHUNK = 4096  # elements per parallel work item of a 1-D pointwise kernel
 
 
 def _pointwise_body(plan: KernelPlan) -> list[str]:
@@ -171,14 +173,27 @@ def _pointwise_body(plan: KernelPlan) -> list[str]:
         printer.lines.append(store_statement(step, printer.emit(step.value)))
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
+    parallel = plan.xnumel >= PARALLEL_MIN_ELEMENTS
     out = []
     if len(names) == 1:
-        out.append(_parallel_pragma(1, plan.xnumel, simd=True))
-    else:
-        out.append(_parallel_pragma(len(names) - 1, plan.xnumel))
+        # Parallel over chunks, vectorised within one: `parallel for simd` on one loop stops GCC
+        # from vectorising bodies with many math calls.
+        if parallel:
+            n = plan.space.x[0]
+            out += [_parallel_pragma(1),
+                    f"for (int64_t chunk = 0; chunk < {n}; chunk += {POINTWISE_CHUNK}) {{",
+                    f"    const int64_t chunk_end = std::min<int64_t>(chunk + {POINTWISE_CHUNK}, {n});",
+                    "    #pragma omp simd",
+                    "    for (int64_t x0 = chunk; x0 < chunk_end; x0++) {"]
+            out += ["        " + ln for ln in printer.lines]
+            return out + ["    }", "}"]
+        out += ["#pragma omp simd", f"for (int64_t x0 = 0; x0 < {plan.space.x[0]}; x0++) {{"]
+        return out + ["    " + ln for ln in printer.lines] + ["}"]
+    if parallel:
+        out.append(_parallel_pragma(len(names) - 1))
     loops = _loops(names, plan.space.x)
     for depth, loop in enumerate(loops):
-        if depth == len(loops) - 1 and len(loops) > 1:
+        if depth == len(loops) - 1:
             out.append("    " * depth + "#pragma omp simd")
         out.append("    " * depth + loop)
     indent = "    " * len(loops)
@@ -286,7 +301,8 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
                 row.lines.append(store_statement(s, f"red_{s.node}"))
     out = []
     if xnames:
-        out.append(_parallel_pragma(len(xnames), plan.xnumel * max(plan.rnumel, 1)))
+        if plan.xnumel * max(plan.rnumel, 1) >= PARALLEL_MIN_ELEMENTS and plan.xnumel > 1:
+            out.append(_parallel_pragma(len(xnames)))
         loops = _loops(xnames, plan.space.x)
         out += ["    " * d + lp for d, lp in enumerate(loops)]
         out += ["    " * len(loops) + ln for ln in row.lines]
