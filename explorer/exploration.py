@@ -9,6 +9,7 @@ other backend just to show its kernels); the views only read this object.
 
 from __future__ import annotations
 
+import importlib.util
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
@@ -94,9 +95,12 @@ def other_backends_of(fn: Callable, args: Sequence[Any], session: CompileSession
 
 
 def default_kernels_for(args: Sequence[Any]) -> tuple[str, ...]:
-    """Both backends on CPU (Triton runs in its interpreter there); Triton alone for CUDA inputs."""
+    """Both backends on CPU (Triton runs in its interpreter there, where it is installed: Binder has
+    none); Triton alone for CUDA inputs."""
     on_cuda = any(isinstance(a, torch.Tensor) and a.is_cuda for a in args)
-    return ("triton",) if on_cuda else ("cpp", "triton")
+    if on_cuda:
+        return ("triton",)
+    return ("cpp", "triton") if importlib.util.find_spec("triton") is not None else ("cpp",)
 
 
 def session_backend(session: CompileSession) -> str:
