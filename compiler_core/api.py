@@ -82,10 +82,17 @@ def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
                      for a in args)
     out = compiled(*args, **kwargs)
     if train:
-        loss = sum(o.float().square().mean() for o in _tensors(out) if o.requires_grad)
-        if isinstance(loss, torch.Tensor):
+        loss = training_loss(out)
+        if loss is not None:
             loss.backward()
     return compiled.session
+
+
+def training_loss(out: Any) -> Optional[torch.Tensor]:
+    """The loss explain(train=True) differentiates: the sum of mean squares of the outputs that need
+    a gradient (None when none does)."""
+    loss = sum(t.float().square().mean() for t in _tensors(out) if t.requires_grad)
+    return loss if isinstance(loss, torch.Tensor) else None
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:

@@ -19,6 +19,7 @@ import torch
 import compiler_core as cc
 from compiler_core.analysis.timing import compare_eager, measure
 from compiler_core.analysis.traffic import bytes_moved
+from compiler_core.api import training_loss
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
 from compiler_core.session import CompileSession
@@ -121,8 +122,8 @@ def training_step(f: Callable) -> Callable:
     """f followed by backward of the loss explain(train=True) uses: sum of mean squares of the outputs."""
     def step(*args: Any) -> Any:
         out = f(*args)
-        loss = sum(t.float().square().mean() for t in _tensors(out) if t.requires_grad)
-        if isinstance(loss, torch.Tensor):
+        loss = training_loss(out)
+        if loss is not None:
             loss.backward()
         return out
 
@@ -155,12 +156,3 @@ def _first_line(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()
     return text[0][:300] if text else ""
 
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, (list, tuple)):
-        return [t for v in value for t in _tensors(v)]
-    if isinstance(value, dict):
-        return [t for v in value.values() for t in _tensors(v)]
-    return []

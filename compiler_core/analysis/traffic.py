@@ -15,6 +15,7 @@ from typing import Any
 
 import torch
 
+from compiler_core._compat import fake_value
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.schedule.artifacts import Schedule
 
@@ -57,8 +58,8 @@ def eager_graph_bytes(graph: torch.fx.Graph) -> int:
             continue
         if _op_name(node) in _VIEW_OPS:
             continue
-        inputs = sum(_tensor_bytes(_value(n)) for n in node.all_input_nodes)
-        total += inputs + _tensor_bytes(_value(node))
+        inputs = sum(tensor_bytes(fake_value(n)) for n in node.all_input_nodes)
+        total += inputs + tensor_bytes(fake_value(node))
     return total
 
 
@@ -88,7 +89,7 @@ def _buffer_sizes(loops: LoopGraph) -> dict[str, int]:
         for buffer in (node.output, *node.extra_outputs):
             sizes[buffer.name] = buffer.nbytes
     for name, tensor in loops.constants.items():
-        sizes.setdefault(name, _tensor_bytes(tensor))
+        sizes.setdefault(name, tensor_bytes(tensor))
     return sizes
 
 
@@ -99,13 +100,11 @@ def _op_name(node: torch.fx.Node) -> str:
     return getattr(target, "__name__", str(target)).split(".")[0]
 
 
-def _value(node: torch.fx.Node) -> Any:
-    return node.meta.get("val", node.meta.get("example_value"))
 
-
-def _tensor_bytes(value: Any) -> int:
+def tensor_bytes(value: Any) -> int:
+    """Bytes of every tensor in a value (nested lists and tuples included)."""
     if isinstance(value, torch.Tensor):
         return value.numel() * value.element_size()
     if isinstance(value, (list, tuple)):
-        return sum(_tensor_bytes(v) for v in value)
+        return sum(tensor_bytes(v) for v in value)
     return 0

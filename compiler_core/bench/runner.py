@@ -25,6 +25,7 @@ from typing import Any, Callable, Optional
 import torch
 
 import compiler_core as cc
+from compiler_core.analysis.traffic import tensor_bytes
 from compiler_core.bench import timing
 from compiler_core.bench.workloads import NOT_SUPPORTED_YET, WORKLOADS, Workload
 from compiler_core.compare import inductor
@@ -81,13 +82,6 @@ def _matches(out: Any, expected: Any, dtype: torch.dtype) -> tuple[bool, Optiona
     except AssertionError as exc:
         return False, " ".join(str(exc).split())[:300]
 
-
-def _nbytes(value: Any) -> int:
-    if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
-    if isinstance(value, (list, tuple)):
-        return sum(_nbytes(v) for v in value)
-    return 0
 
 
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
@@ -165,7 +159,7 @@ def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
     }
     expected = w.fn(*args)
     timing.synchronize(device)
-    row["ideal_bytes"] = _nbytes(args) + _nbytes(expected)
+    row["ideal_bytes"] = tensor_bytes(args) + tensor_bytes(expected)
 
     log(f"{w.name}: compiling ours")
     ours = _compile_ours(w, args, device, row)
