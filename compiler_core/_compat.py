@@ -82,12 +82,27 @@ def forget_compiled_code(fn: Callable) -> None:
             pass
 
 
-def dynamo_guards_text(gm: torch.fx.GraphModule) -> tuple[str, ...]:
-    """Readable guards for a captured graph, where Dynamo exposes them (empty otherwise)."""
-    guards = getattr(gm, "_guards", None) or getattr(getattr(gm, "meta", {}), "get", lambda *_: None)("guards")
-    if not guards:
-        return ()
-    return tuple(str(g) for g in guards)
+def dynamo_guards() -> list[tuple[str, str]]:
+    """(guard kind, guarded expression) for the graph Dynamo is compiling now, e.g.
+    ("TENSOR_MATCH", "L['x']"); empty where Dynamo does not expose them."""
+    try:
+        from torch._guards import TracingContext
+
+        context = TracingContext.try_get()
+        guards = context.guards_context.dynamo_guards if context is not None else ()
+        return sorted({(g.create_fn_name(), g.name) for g in guards}, key=lambda t: (t[1] == "", t[1], t[0]))
+    except Exception:  # noqa: BLE001 - a private API: guards are informative only
+        return []
+
+
+def placeholder_source(node: torch.fx.Node) -> str:
+    """The guarded expression ("L['x']") a captured graph's placeholder was read from, if known."""
+    source = getattr(node.meta.get("grapharg"), "source", None)
+    name = getattr(source, "name", "")  # a method in some torch versions, a property in others
+    try:
+        return str(name() if callable(name) else name)
+    except Exception:  # noqa: BLE001 - informative only
+        return ""
 
 
 def fake_value(node: torch.fx.Node) -> Any:

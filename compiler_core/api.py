@@ -140,7 +140,12 @@ class CompiledFunction:
         if self._pending is None:
             self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
         session = self._pending
-        record = GraphRecord(captured=capture_graph(gm, example_inputs, len(session.graphs)))
+        try:
+            captured = capture_graph(gm, example_inputs, len(session.graphs))
+        except Exception as exc:  # noqa: BLE001 - never fail the user's call over bookkeeping
+            session.messages.append(f"a captured graph runs in eager PyTorch: recording it failed ({exc})")
+            return gm.forward
+        record = GraphRecord(captured=captured)
         session.graphs.append(record)
         try:
             return _compat.aot_compile(

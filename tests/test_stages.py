@@ -125,3 +125,11 @@ def test_session_records_compile_time_per_stage_and_cache_hits():
     assert set(s.timings) >= {"decomp", "lower", "schedule", "memory", "codegen", "build"}
     assert s.graphs[0].artifact.cache_hit
     assert "graph" in s.pretty() or "captured" in s.pretty()
+
+
+def test_captured_graph_lists_its_guards_as_sentences():
+    s = _explain(lambda x, n: x * n + 1, torch.randn(3, 4), 2)
+    guards = s.graphs[0].captured.guards
+    assert any("L['x'] is a float32 tensor" in g and "[3, 4]" in g for g in guards), guards
+    assert any("L['n']" in g for g in guards)
+    assert "# guards" in s.graphs[0].captured.pretty()

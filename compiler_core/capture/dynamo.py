@@ -22,8 +22,39 @@ def capture_graph(gm: torch.fx.GraphModule, example_inputs: list, index: int) ->
         else:
             inputs.append(InputInfo(node.name, (), (), type(value).__name__, "-", False))
     op_count = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
-    return CapturedGraph(index=index, graph_module=gm, inputs=tuple(inputs),
-                         guards=_compat.dynamo_guards_text(gm), op_count=op_count)
+    described = {_compat.placeholder_source(node): info for node, info in zip(placeholders, inputs)}
+    guards = tuple(_guard_text(kind, name, described) for kind, name in _compat.dynamo_guards())
+    return CapturedGraph(index=index, graph_module=gm, inputs=tuple(inputs), guards=guards, op_count=op_count)
+
+
+_GLOBAL_GUARDS = {
+    "GRAD_MODE": "grad mode (torch.is_grad_enabled()) is as when compiled",
+    "DEFAULT_DEVICE": "the default device is as when compiled",
+    "DETERMINISTIC_ALGORITHMS": "torch.use_deterministic_algorithms is as when compiled",
+    "GLOBAL_STATE": "torch's global state (autocast, default dtype...) is as when compiled",
+    "TORCH_FUNCTION_STATE": "the __torch_function__ mode stack is as when compiled",
+    "AUTOGRAD_SAVED_TENSORS_HOOKS": "no saved-tensor hooks were added since",
+    "SHAPE_ENV": "symbolic shape relations hold (dynamic shapes)",
+}
+
+
+def _guard_text(kind: str, name: str, inputs: dict[str, InputInfo]) -> str:
+    """One guard as a sentence: what must still be true for this compiled graph to be reused."""
+    if kind in _GLOBAL_GUARDS:
+        return _GLOBAL_GUARDS[kind]
+    if kind == "TENSOR_MATCH":
+        info = inputs.get(name)
+        if info is not None:
+            return (f"{name} is a {info.dtype} tensor on {info.device} with shape {list(info.shape)}, stride "
+                    f"{list(info.stride)}, requires_grad={info.requires_grad}")
+        return f"{name} is a tensor with the same dtype, device, shape and strides"
+    if kind in ("CONSTANT_MATCH", "EQUALS_MATCH"):
+        return f"{name} has the same value as when compiled"
+    if kind == "TYPE_MATCH":
+        return f"{name} has the same type"
+    if kind == "ID_MATCH":
+        return f"{name} is the same object"
+    return f"{kind.lower()}: {name}" if name else kind.lower()
 
 
 class _BreakLog:
