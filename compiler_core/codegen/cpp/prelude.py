@@ -53,6 +53,25 @@ template <typename T> static inline T sign(T a) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
   return static_cast<T>((T(0) < a) - (a < T(0)));
 }
+// erf for float, branch-free and without exp or division, so loops calling it vectorise well
+// (libm's erff does not vectorise; libmvec's is 3x slower). Two polynomials fitted in double
+// precision: erf(x) = x*PA(x^2) for |x| <= 1 (least squares, degree 5 in x^2), and a degree-12
+// Chebyshev fit of erf on [1, 4] in u = (|x| - 2.5)/1.5; past 4, erf is +-1 in float.
+// Measured against erf in double over [-6, 6] and tiny |x|: max abs error 1.3e-7.
+static inline float erf_f32(float x) {
+  const float ax = std::fabs(x);
+  const float s = x * x;
+  const float small = x * (((((-5.696634526e-04f * s + 4.934501048e-03f) * s + -2.672697577e-02f) * s
+                              + 1.128078851e-01f) * s + -3.761241467e-01f) * s + 1.128379150e+00f);
+  const float u = ((ax < 4.0f ? ax : 4.0f) - 2.5f) * (1.0f / 1.5f);
+  const float mid = ((((((((((((-1.129996359e-03f * u + 1.851572642e-03f) * u + 3.426040101e-03f) * u
+      + -1.079767318e-02f) * u + 7.483686962e-03f) * u + 9.810802527e-03f) * u + -3.216435445e-02f) * u
+      + 4.632206392e-02f) * u + -4.360219006e-02f) * u + 2.819584621e-02f) * u + -1.225590855e-02f) * u
+      + 3.266968930e-03f) * u + 9.995930794e-01f);
+  const float large = std::copysign(ax < 4.0f ? (mid < 1.0f ? mid : 1.0f) : 1.0f, x);
+  const float result = ax <= 1.0f ? small : large;
+  return x != x ? x : result;
+}
 template <typename T> static inline T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
 template <typename T> static inline T rsqrt(T a) { return T(1) / std::sqrt(a); }
 
