@@ -46,6 +46,7 @@ def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend:
     kernels = {k.name: k for k in kernel_list}
     configs = configs or {}
     buffers = {b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)}
+    layouts = {b.name: b.layout for b in (*graph.inputs, *buffers.values())}
     lines = [f"# host program ({backend}): allocate, launch, free, return",
              "def call(args):"]
     body: list[str] = []
@@ -63,8 +64,8 @@ def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend:
         if group.kind == "extern":
             node = graph.node(group.nodes[0])
             call = node.extern
-            args = ", ".join(_arg_text(a) for a in call.args)
-            kwargs = "".join(f", {k}={_arg_text(v)}" for k, v in call.kwargs)
+            args = ", ".join(_arg_text(a, layouts) for a in call.args)
+            kwargs = "".join(f", {k}={_arg_text(v, layouts)}" for k, v in call.kwargs)
             outs = [node.output, *node.extra_outputs]
             target = f"torch.ops.{call.target}"
             if len(outs) == 1:
@@ -112,11 +113,12 @@ def _view_text(v: ViewRef) -> str:
     return f"view({v.buffer}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
 
 
-def _arg_text(a: object) -> str:
+def _arg_text(a: object, layouts: dict[str, object]) -> str:
     if isinstance(a, ViewRef):
-        return _view_text(a)
+        # The whole buffer as allocated needs no view (saves an as_strided per call).
+        return a.buffer if layouts.get(a.buffer) == a.layout else _view_text(a)
     if isinstance(a, (list, tuple)):
-        inner = ", ".join(_arg_text(x) for x in a)
+        inner = ", ".join(_arg_text(x, layouts) for x in a)
         return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
     if isinstance(a, torch.dtype):
         return str(a)
