@@ -62,3 +62,26 @@ def test_autotuning_times_candidate_configs_and_caches_the_choice():
     again = cc.compile(lambda x: torch.softmax(x, -1) * 2)
     again(x)
     assert any("cached" in line for line in again.session.graphs[0].artifact.tuning_log)
+
+
+def test_reduce_overhead_replays_a_cuda_graph():
+    def tiny_chain(x):
+        for _ in range(20):
+            x = torch.sin(x) * 1.01 + 0.1
+        return x
+
+    x = torch.randn(1024, device="cuda")
+    compiled = cc.compile(tiny_chain, mode="reduce-overhead")
+    first = compiled(x)
+    torch.testing.assert_close(first, tiny_chain(x))
+    assert compiled.session.graphs[0].artifact.cudagraph.startswith("used")
+    y = torch.randn(1024, device="cuda")
+    second = compiled(y)  # replay with new input values
+    torch.testing.assert_close(second, tiny_chain(y))
+    torch.testing.assert_close(first, tiny_chain(x))  # the earlier result was not overwritten
+
+
+def test_cudagraph_skip_reason_is_recorded_for_default_mode():
+    compiled = cc.compile(lambda x: x + 1)
+    compiled(torch.randn(8, device="cuda"))
+    assert compiled.session.graphs[0].artifact.cudagraph == "not used: mode is default"

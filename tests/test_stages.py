@@ -133,3 +133,9 @@ def test_captured_graph_lists_its_guards_as_sentences():
     assert any("L['x'] is a float32 tensor" in g and "[3, 4]" in g for g in guards), guards
     assert any("L['n']" in g for g in guards)
     assert "# guards" in s.graphs[0].captured.pretty()
+
+
+def test_reduce_overhead_on_cpu_says_why_no_cuda_graph():
+    compiled = cc.compile(lambda x: x * 2, mode="reduce-overhead")
+    torch.testing.assert_close(compiled(torch.ones(4)), torch.full((4,), 2.0))
+    assert compiled.session.graphs[0].artifact.cudagraph == "not used: CUDA graphs need CUDA tensors"

@@ -145,6 +145,26 @@ def _compile_inductor(w: Workload, args: tuple, device: str, row: dict) -> Optio
     return warm
 
 
+def _reduce_overhead_contenders(w: Workload, args: tuple, expected: object, dtype: torch.dtype,
+                                opts: BenchOptions, row: dict) -> dict[str, Callable[[], object]]:
+    """Launch-bound rows are also timed with CUDA graphs, ours and (if enabled) Inductor's."""
+    out: dict[str, Callable[[], object]] = {}
+    makers = {"ours_reduce_overhead": lambda: cc.compile(inductor.private_copy(w.fn), mode="reduce-overhead")}
+    if opts.inductor:
+        makers["inductor_reduce_overhead"] = lambda: inductor.compile_with_inductor(w.fn, mode="reduce-overhead")
+    for name, make in makers.items():
+        try:
+            compiled = make()
+            for _ in range(3):  # capture happens on an early call
+                result = compiled(*args)
+            row[f"{name}_matches_eager"], _ = _matches(result, expected, dtype)
+            out[name] = (lambda c: lambda: c(*args))(compiled)
+        except Exception as exc:  # noqa: BLE001 - recorded, the bench goes on
+            row[f"{name}_error"] = _error_text(exc)
+            log(f"{w.name}: {name} failed: {row[f'{name}_error']}")
+    return out
+
+
 def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
     device = opts.device
     args = w.make_inputs(device, opts.size)
@@ -179,6 +199,8 @@ def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
         contenders["inductor"] = lambda: fast(*args)
     if ours is not None:
         contenders["ours"] = lambda: ours(*args)
+    if device == "cuda" and w.launch_bound:
+        contenders.update(_reduce_overhead_contenders(w, args, expected, dtype, opts, row))
     log(f"{w.name}: timing {', '.join(contenders)} ({opts.samples} samples each)")
     try:
         for name, ms in timing.time_interleaved(contenders, device, opts.samples).items():
@@ -336,7 +358,12 @@ def format_table(report: dict) -> str:
                 f"median cold compile ours {_fmt(report['median_ours_compile_cold_s'], '.2f')} s, "
                 f"inductor {_fmt(report['median_inductor_compile_cold_s'], '.2f')} s")
     for r in report["rows"]:
-        for key in ("ours_error", "mismatch", "inductor_error", "timing_error"):
+        modes = [f"{who} {_fmt(r.get(f'{who}_reduce_overhead_ms'), '.3f')} ms"
+                 for who in ("ours", "inductor") if f"{who}_reduce_overhead_ms" in r]
+        if modes:
+            text.append(f"{r['workload']} with mode=reduce-overhead (CUDA graphs): {', '.join(modes)}")
+        for key in ("ours_error", "mismatch", "inductor_error", "timing_error", "ours_reduce_overhead_error",
+                    "inductor_reduce_overhead_error"):
             if r.get(key):
                 text.append(f"{r['workload']}: {key}: {r[key]}")
     if report["not_supported_yet"]:

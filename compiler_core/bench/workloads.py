@@ -52,6 +52,7 @@ class Workload:
     make: Callable[[tuple[int, ...], torch.dtype, str], tuple[torch.Tensor, ...]]
     memory_bound: bool
     flops: Callable[[tuple[int, ...]], int] = lambda dims: 0  # for compute-bound rows (TFLOP/s)
+    launch_bound: bool = False  # also timed with mode="reduce-overhead" (CUDA graphs) on CUDA
 
     def make_inputs(self, device: str, size: str = "full", seed: int = 0) -> tuple[torch.Tensor, ...]:
         dims, dtype = self.shape(device, size)
@@ -120,7 +121,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("tiny_chain", tiny_chain,
              {"cuda": {"full": ((1024,), f32), "small": ((1024,), f32)},
               "cpu": {"full": ((1024,), f32), "small": ((1024,), f32)}},
-             _rows_inputs, memory_bound=False),  # launch-bound
+             _rows_inputs, memory_bound=False, launch_bound=True),
 ]}
 
 # In TARGETS.md but not benchmarked yet: they need training support in the bench loop.

@@ -26,6 +26,7 @@ from compiler_core.codegen.cpp.prelude import PRELUDE
 from compiler_core.codegen.triton.kernel import HELPERS, MUL_COMBINE
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime.artifacts import CompiledArtifact
+from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 
 CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"]
 if platform.machine() in ("x86_64", "AMD64"):
@@ -84,8 +85,16 @@ def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrap
         "NTHREADS": torch.get_num_threads(), **loaded.functions,
     }
     exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
-    cudagraph = "not used: mode is default" if mode == "default" else f"not used yet: mode {mode} runs as default"
-    return CompiledArtifact(call=namespace["call"], backend=wrapper.backend,
+    call = namespace["call"]
+    cudagraph = cudagraph_skip_reason(mode, graph.device)
+    if cudagraph is None:
+        sparse = [b.name for b in graph.inputs if not b.layout.is_dense()]
+        if sparse:
+            cudagraph = f"not used: input {sparse[0]} is not dense (broadcast or overlapping strides)"
+        else:
+            call = CudaGraphRunner(call)
+            cudagraph = "used: the host program is replayed as one CUDA graph (captured on the first call)"
+    return CompiledArtifact(call=call, backend=wrapper.backend,
                             kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
                             tuning_log=tuning_log, cache_hit=loaded.cache_hit, library_path=loaded.library_path,
                             cudagraph=cudagraph)
