@@ -101,11 +101,12 @@ def test_recompile_is_recorded_with_the_failed_guard():
     assert len(s.graphs) == 1  # the session shows the latest compilation
 
 
-def test_cpp_erf_is_accurate_over_its_whole_range():
-    # The C++ backend's vectorisable erf (two fitted polynomials) against erf in double precision.
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_erf_is_accurate_over_its_whole_range(backend):
+    # Both backends' erf (two fitted polynomials, no exp) against erf in double precision.
     x = torch.cat([torch.linspace(-6, 6, 100001), torch.logspace(-30, 0, 500), -torch.logspace(-30, 0, 500),
                    torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 1.0, -1.0, 4.0])])
-    ours = cc.compile(torch.erf, backend="cpp")(x)
+    ours = cc.compile(torch.erf, backend=backend)(x)
     exact = torch.erf(x.double())
     assert ((ours.double() - exact).abs().nan_to_num() <= 2e-7).all()
     assert torch.isnan(ours[-4]) and ours[-6] == 1 and ours[-5] == -1
