@@ -170,7 +170,7 @@ def _erf_f32(x):
         + -1.079767318e-02) * u + 7.483686962e-03) * u + 9.810802527e-03) * u + -3.216435445e-02) * u
         + 4.632206392e-02) * u + -4.360219006e-02) * u + 2.819584621e-02) * u + -1.225590855e-02) * u
         + 3.266968930e-03) * u + 9.995930794e-01)
-    mid = tl.minimum(mid, 1.0)
+    mid = tl.where(ax < 4.0, tl.minimum(mid, 1.0), 1.0)  # past 4, erf is exactly +-1 in float
     large = tl.where(x < 0, -mid, mid)
     return tl.where(x != x, x, tl.where(ax <= 1.0, small, large))
 
