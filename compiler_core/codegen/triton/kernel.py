@@ -234,8 +234,7 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
             out.append({"XBLOCK": min(block, _next_pow2(plan.xnumel)), "num_warps": warps})
     else:
         rblock = best["RBLOCK"]
-        # Measured on an H200 (layer_norm+gelu, 4096-wide bf16 rows): fewer warps per row won.
-        for xblock, warps in ((1, 4), (1, 2) if rblock <= 4096 else (1, 16), (2, 8)):
+        for xblock, warps in ((1, 4), (1, 16), (2, 8)):
             if xblock * rblock <= 16384 and xblock <= _next_pow2(plan.xnumel) and warps * 32 <= xblock * rblock:
                 out.append({"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps})
     unique = []
