@@ -6,14 +6,11 @@ only file to change.
 
 from __future__ import annotations
 
-import logging
 import os
 import sys
 from typing import Any, Callable
 
 import torch
-
-TORCH_VERSION = tuple(int(p) for p in torch.__version__.split("+")[0].split(".")[:2])
 
 
 def _prepare_triton_interpreter() -> None:
@@ -147,10 +144,6 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
 def libdevice_import() -> str:
     """The import line for libdevice (compiled GPU kernels only)."""
     return "from triton.language.extra import libdevice"
-
-
-def silence_recompile_logger(logger: logging.Logger) -> None:
-    logger.propagate = False
 
 
 def real_tensors() -> Any:

@@ -12,8 +12,6 @@ from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime.artifacts import CompiledArtifact
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 
-STAGES = ("capture", "decomp", "lower", "schedule", "memory", "codegen", "build")
-
 
 @dataclass
 class GraphRecord:

@@ -110,3 +110,9 @@ def test_erf_is_accurate_over_its_whole_range(backend):
     exact = torch.erf(x.double())
     assert ((ours.double() - exact).abs().nan_to_num() <= 2e-7).all()
     assert torch.isnan(ours[-4]) and ours[-6] == 1 and ours[-5] == -1
+
+
+def test_extern_op_with_several_outputs():
+    # aten.max.dim returns (values, indices): one extern call, two buffers, and fused neighbours.
+    s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.max(x.sin(), dim=1)), torch.randn(5, 7))
+    assert s.stats["fallback_graphs"] == 0 and s.stats["extern_calls"] == 1

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass(frozen=True)
@@ -14,7 +14,6 @@ class KernelSource:
     grid: str  # launch grid, as printable text
     config_space: tuple[dict, ...]  # candidate launch configs (Triton: block sizes, warps)
     origins: tuple[str, ...]  # FX node names computed by this kernel
-    line_origins: dict[int, tuple[str, ...]] = field(default_factory=dict, compare=False)
     kind: str = "pointwise"  # "pointwise" | "reduction"
     xnumel: int = 0  # rows (reduction) or elements (pointwise) the launch grid covers
 

@@ -24,7 +24,6 @@ class CSEPrinter:
         scope.__dict__.update(self.__dict__)
         scope.lines = []
         scope.cache = dict(self.cache)
-        scope.parent = self
         return scope
 
     def sync_counter(self, scope: "CSEPrinter") -> None:

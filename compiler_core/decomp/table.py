@@ -61,8 +61,6 @@ REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.ami
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}
 # Some decompositions emit prims.* ops; these are views (or plain pointwise ops) too.
 PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
-               prims.view_of, prims.expand_dims} if hasattr(prims, "expand_dims") else {
-               prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
                prims.view_of}
 PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", prims.sub: "sub",
                    prims.neg: "neg", prims.exp: "exp", prims.rsqrt: "rsqrt", prims.sqrt: "sqrt",

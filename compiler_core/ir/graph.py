@@ -141,11 +141,6 @@ class LoopNode:
     def input_buffers(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(d.buffer for d in self.reads))
 
-    @property
-    def var_ranges(self) -> dict[str, int]:
-        out = {f"x{i}": s for i, s in enumerate(self.ranges)}
-        out.update({f"r{i}": s for i, s in enumerate(self.reduction_ranges)})
-        return out
 
     def pretty(self) -> str:
         head = f"{self.name}: {self.output.dtype} [{self.output.layout}]  # from {', '.join(self.origins)}"
@@ -179,13 +174,6 @@ class LoopGraph:
                 out[b.name] = n
         return out
 
-    def consumers(self) -> dict[str, list[str]]:
-        """buffer name -> names of the nodes that read it."""
-        out: dict[str, list[str]] = {}
-        for n in self.nodes:
-            for b in n.input_buffers:
-                out.setdefault(b, []).append(n.name)
-        return out
 
     def output_buffers(self) -> set[str]:
         return {o.buffer for o in self.outputs if isinstance(o, ViewRef)}

@@ -91,14 +91,6 @@ class Index:
         return self + Index.of(other) * -1
 
     # ---- queries ------------------------------------------------------------------------
-    @property
-    def is_constant(self) -> bool:
-        return not self.terms
-
-    def coefficient(self, name: str) -> int:
-        """Coefficient of a plain variable (0 if absent); used to test dimension merging."""
-        return dict(self.terms).get(Var(name), 0)
-
     def free_vars(self) -> set[str]:
         names: set[str] = set()
         for atom, _ in self.terms:
@@ -107,10 +99,6 @@ class Index:
             else:
                 names |= atom.arg.free_vars()
         return names
-
-    def is_affine(self) -> bool:
-        """True when the expression uses plain variables only (no // or %)."""
-        return all(isinstance(a, Var) for a, _ in self.terms)
 
     def bounds(self, ranges: Ranges) -> tuple[int, int] | None:
         """Inclusive [min, max] over the variables' ranges, or None if a variable is unknown."""

@@ -10,7 +10,6 @@ index expressions.
 from __future__ import annotations
 
 import dataclasses
-import operator
 from typing import Any, Callable
 
 import torch
@@ -44,7 +43,6 @@ class _Lowering:
         self.prims = prims
         self.gm = prims.graph_module
         self.values: dict[str, Any] = {}  # FX node name -> ViewRef | tuple of ViewRef | Python scalar
-        self.meta_offsets: dict[str, int] = {}  # FX node name -> FakeTensor storage_offset
         self.nodes: list[LoopNode] = []
         self.inputs: list[Buffer] = []
         self.constants: dict[str, torch.Tensor] = {}
@@ -81,7 +79,6 @@ class _Lowering:
         buf = Buffer(node.name, val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0), val.device.type)
         self.inputs.append(buf)
         self.values[node.name] = ViewRef(buf.name, buf.layout, buf.dtype)
-        self.meta_offsets[node.name] = val.storage_offset()
 
     def _constant(self, node: torch.fx.Node) -> None:
         tensor = getattr(self.gm, node.target)
@@ -90,20 +87,17 @@ class _Lowering:
         self.constants[name] = tensor
         self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type))
         self.values[node.name] = ViewRef(name, layout, tensor.dtype)
-        self.meta_offsets[node.name] = tensor.storage_offset()
 
     def _call(self, node: torch.fx.Node) -> None:
         prim = self.prims.node_prims[node.name]
         if prim == "getitem":
             source, i = node.args
             self.values[node.name] = self.values[source.name][i]
-            self.meta_offsets[node.name] = _compat.fake_value(node).storage_offset()
             return
         val = _compat.fake_value(node)
         self.source_fn = _source_fn(node)
         if isinstance(val, torch.Tensor):
             self._check_dtype(val.dtype, node)
-            self.meta_offsets[node.name] = val.storage_offset()
         handler = _HANDLERS.get(prim)
         if prim == "view":
             self.values[node.name] = self._view(node, val)
@@ -266,10 +260,6 @@ def broadcast_index(layout: Layout, out_shape: tuple[int, ...], var_names: list[
 
 
 # ---- pointwise handlers --------------------------------------------------------------------
-def _tensor_args(node: torch.fx.Node) -> list:
-    return [a for a in node.args if isinstance(a, (torch.fx.Node, int, float, bool))]
-
-
 def _elementwise(prim: str, arity: int) -> Callable:
     def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
         args = list(node.args[:arity])
@@ -537,5 +527,3 @@ _HANDLERS: dict[str, Callable] = {
     "maximum": _relu_or_maximum, "pow": _pow, "cast": _cast, "copy": _copy, "fill": _fill, "index": _arange,
     **{k: _reduce(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
 }
-
-_ = operator  # operator.getitem arrives as the "getitem" primitive (see decomp/table.py)

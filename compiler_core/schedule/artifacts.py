@@ -74,16 +74,9 @@ class MemoryPlan:
     live_ranges: tuple[LiveRange, ...]
     reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
     frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these storages are released
-    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place (none yet)
+    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place: the planner makes none yet
     peak_bytes_planned: int
     peak_bytes_unplanned: int
-
-    def storage_of(self, buffer: str) -> str:
-        """Name of the allocation a buffer lives in (itself unless it reuses a dead one)."""
-        reuse = dict(self.reuse)
-        while buffer in reuse:
-            buffer = reuse[buffer]
-        return buffer
 
     def pretty(self) -> str:
         lines = [f"# peak bytes: planned {self.peak_bytes_planned}, without reuse {self.peak_bytes_unplanned}"]
