@@ -46,6 +46,7 @@ PROGRAMS = [
     ("bf16_cast", lambda x: (x.to(torch.bfloat16) * 2).float() + 1, lambda: (_r(10),)),
     ("scalar_0d", lambda x, s: x * s + s, lambda: (_r(3, 3), torch.tensor(2.5))),
     ("double", lambda x: torch.exp(x) * 3 - x, lambda: (_r(8, dtype=torch.float64),)),
+    ("round_decimals", lambda x: (torch.round(x, decimals=2), torch.round(x, decimals=-1)), lambda: (_r(40) * 50,)),
     # views
     ("transpose_add", lambda x: x.t() + 1, lambda: (_r(5, 7),)),
     ("permute_mul", lambda x, y: x.permute(2, 0, 1) * y, lambda: (_r(3, 4, 5), _r(3, 1))),
@@ -55,6 +56,7 @@ PROGRAMS = [
     ("offset_input", lambda x: x * 3 + 1, lambda: (_r(10, 10)[2:7, 3:9],)),
     ("strided_step", lambda x: x[::2, ::3] + x[1::2, ::3], lambda: (_r(8, 9),)),
     ("broadcast_input", lambda x: x.exp() + 1, lambda: (_r(1, 7).expand(4, 7),)),
+    ("split_unbind", lambda x: (x.split(2)[1] * 2, torch.unbind(x, 1)[0].sin()), lambda: (_r(6, 3),)),
     # reductions
     ("softmax", lambda x: torch.softmax(x, -1), lambda: (_r(33, 100),)),
     ("softmax_dim0", lambda x: torch.softmax(x, 0), lambda: (_r(7, 9),)),
@@ -67,6 +69,7 @@ PROGRAMS = [
     ("amax_amin", lambda x: x.amax(1) - x.amin(1), lambda: (_r(9, 10),)),
     ("var_std", lambda x: (x.var(-1), x.std(0)), lambda: (_r(4, 10),)),
     ("full_sum", lambda x: x.sum() * 2, lambda: (_r(7, 5),)),
+    ("zero_dim_reductions", lambda x: (x.mean(), torch.logsumexp(x, 0), x.amax()), lambda: (torch.tensor(1.5),)),
     ("int_sum", lambda x: x.sum(-1), lambda: (torch.arange(20).reshape(4, 5),)),
     ("reduce_middle", lambda x: x.sum(1) + 1, lambda: (_r(3, 4, 5),)),
     ("prod", lambda x: x.prod(-1), lambda: (_r(4, 6) * 0.5 + 1,)),

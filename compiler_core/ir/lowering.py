@@ -18,7 +18,7 @@ from compiler_core import _compat
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import Index, linear_index
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value, subs_index
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
@@ -162,6 +162,8 @@ class _Lowering:
         value = self.load(source, full_shape, full_names, acc_dtype)
         if prologue is not None:
             value = prologue(value, full_names)
+        if not dims:  # reducing over no dimension (a 0-d input) leaves each element as it is
+            return self.pointwise(node, val, lambda names: subs_index(value, {n: Index.var(n) for n in names}, {}))
         buf = self.new_buffer(node, val)
         # Store: keepdim outputs have size-1 dims where the reduced dims were.
         out_names = [f"x{k}" for k in range(len(kept))]
@@ -177,14 +179,19 @@ class _Lowering:
             reduction_type=reduction_type, body=value, store_index=store,
             full_shape=full_shape, reduced_dims=tuple(dims)))
 
-    def _view(self, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    def _view(self, node: torch.fx.Node, val: Any) -> Any:
         base_node = node.args[0]
         base = self.values[base_node.name]
         base_val = _compat.fake_value(base_node)
         if tuple(base.layout.stride) != tuple(base_val.stride()) and base.layout.numel > 1:
             raise LoweringError(f"view {node.name} of {base_node.name}: buffer layout differs from torch's metadata")
-        offset = base.layout.offset + val.storage_offset() - base_val.storage_offset()
-        return ViewRef(base.buffer, Layout(tuple(val.shape), tuple(val.stride()), offset), val.dtype)
+
+        def one(v: torch.Tensor) -> ViewRef:
+            offset = base.layout.offset + v.storage_offset() - base_val.storage_offset()
+            return ViewRef(base.buffer, Layout(tuple(v.shape), tuple(v.stride()), offset), v.dtype)
+
+        # split / unbind / chunk return several views of one buffer
+        return tuple(one(v) for v in val) if isinstance(val, (list, tuple)) else one(val)
 
     def _extern(self, node: torch.fx.Node, reason: str) -> None:
         def convert(a: Any) -> Any:
@@ -389,6 +396,26 @@ def _pow(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     raise _Unsupported("pow with a tensor or non-small exponent")
 
 
+def _round(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """round(x, decimals) as ATen computes it: scale by 10**|decimals|, round half to even, unscale."""
+    x = node.args[0]
+    decimals = node.args[1] if len(node.args) > 1 else node.kwargs.get("decimals", 0)
+    cdt = compute_dtype(val.dtype)
+    if not cdt.is_floating_point:
+        return lw.pointwise(node, val, lambda names: lw.load(x, tuple(val.shape), names, cdt))
+    scale = Constant(float(10 ** abs(int(decimals))), cdt)
+
+    def body(names: list[str]) -> Value:
+        v = lw.load(x, tuple(val.shape), names, cdt)
+        if decimals == 0:
+            return Op("round", (v,), cdt)
+        if decimals < 0:
+            return Op("mul", (Op("round", (Op("truediv", (v, scale), cdt),), cdt), scale), cdt)
+        return Op("truediv", (Op("round", (Op("mul", (v, scale), cdt),), cdt), scale), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
 def _cast(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     device = node.kwargs.get("device")
     if device is not None and torch.device(device).type != lw.device:
@@ -520,7 +547,8 @@ _HANDLERS: dict[str, Callable] = {
                                         "minimum")},
     **{p: _elementwise(p, 1) for p in ("neg", "abs", "reciprocal", "exp", "log", "log1p", "expm1", "sqrt",
                                         "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid", "floor", "ceil", "trunc",
-                                        "round", "sign")},
+                                        "sign")},
+    "round": _round,
     **{p: _compare(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
     "logical_not": _logical("logical_not", 1), "logical_and": _logical("logical_and", 2),
     "logical_or": _logical("logical_or", 2), "isnan": _isnan, "where": _where, "clamp": _clamp,
