@@ -3,6 +3,7 @@
 #   make venv    .venv with the CPU build of torch, Triton, the package (editable) and a Jupyter kernel
 #   make demo    executes notebooks/00_tour.ipynb headlessly -> build/tour.html, prints the summary
 #   make test    the CPU test suite (what CI runs); GPU tests skip themselves without CUDA
+#   make test-e2e  %%fcompile in a real JupyterLab driven by headless Chromium (installs both)
 #   make lab     JupyterLab on the tour notebook
 #   make bench   eager vs Inductor vs ours -> benchmarks/results-<device>-<date>.json
 #   make clean   removes build outputs and caches (not .venv; `make distclean` removes that too)
@@ -19,7 +20,7 @@ TORCH_PINS ?= torch==2.13.0 triton==3.9.0
 HAVE_GPU := $(shell nvidia-smi -L >/dev/null 2>&1 && echo 1)
 DEVICE ?= $(if $(HAVE_GPU),cuda,cpu)
 
-.PHONY: venv demo test lab bench lint clean distclean
+.PHONY: venv demo test test-e2e lab bench lint clean distclean
 
 venv: $(STAMP)
 
@@ -48,6 +49,13 @@ demo: venv
 
 test: venv
 	$(PY) -m pytest -q -m "not e2e"
+
+test-e2e: venv
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
+	  echo "warning: install Debian's chromium yourself; the browser test skips without it" >&2
+	$(PY) -m pip install -q playwright
+	$(PY) -m pytest -q -m e2e
 
 lab: venv
 	$(VENV)/bin/jupyter lab notebooks/00_tour.ipynb
