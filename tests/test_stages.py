@@ -139,3 +139,9 @@ def test_reduce_overhead_on_cpu_says_why_no_cuda_graph():
     compiled = cc.compile(lambda x: x * 2, mode="reduce-overhead")
     torch.testing.assert_close(compiled(torch.ones(4)), torch.full((4,), 2.0))
     assert compiled.session.graphs[0].artifact.cudagraph == "not used: CUDA graphs need CUDA tensors"
+
+
+def test_siblings_reading_one_input_share_a_kernel():
+    s = _explain(lambda x, y: (x.sin() + y, x.cos() * y), torch.randn(64), torch.randn(64))
+    assert s.stats["kernel_count"] == 1
+    assert any("siblings" in d.reason and d.accepted for d in s.graphs[0].schedule.decisions)

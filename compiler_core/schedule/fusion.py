@@ -19,6 +19,8 @@ from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
 
+SIBLING_LIMIT = 8  # sibling groups of one buffer considered pairwise
+
 
 @dataclass
 class _Group:
@@ -43,6 +45,12 @@ class _Scheduler:
                 if b in self.producer_of:
                     self.readers.setdefault(self.producer_of[b], set()).add(n.name)
         self.graph_outputs = graph.output_buffers()
+        self.buffer_readers: dict[str, set[str]] = {}  # any buffer (graph inputs too) -> nodes reading it
+        for n in graph.nodes:
+            for b in n.input_buffers:
+                self.buffer_readers.setdefault(b, set()).add(n.name)
+        self.buffer_bytes = {b.name: b.nbytes for b in graph.inputs}
+        self.buffer_bytes.update({b.name: b.nbytes for n in graph.nodes for b in (n.output, *n.extra_outputs)})
         self.groups: list[_Group] = [
             _Group([n.name], Space.of(n) if n.kind != "extern" else Space(()), n.kind) for n in graph.nodes]
         self.decisions: dict[tuple, FusionDecision] = {}
@@ -79,15 +87,28 @@ class _Scheduler:
         return {m: g for g in self.groups for m in g.members}
 
     def _candidate_pairs(self) -> list[tuple[_Group, _Group]]:
+        """Producer/consumer pairs, then siblings: groups of one iteration space reading a common
+        buffer (fusing them reads it once)."""
         group_of = self._group_of()
         pairs, seen = [], set()
-        for producer, readers in self.readers.items():
-            for reader in sorted(readers, key=self.order.get):
-                a, b = group_of[producer], group_of[reader]
-                if a is b or (id(a), id(b)) in seen:
-                    continue
+
+        def add(a: _Group, b: _Group) -> None:
+            if a is not b and (id(a), id(b)) not in seen and (id(b), id(a)) not in seen:
                 seen.add((id(a), id(b)))
                 pairs.append((a, b))
+
+        for producer, readers in self.readers.items():
+            for reader in sorted(readers, key=self.order.get):
+                add(group_of[producer], group_of[reader])
+        for reader_nodes in self.buffer_readers.values():
+            groups = list({id(group_of[n]): group_of[n] for n in reader_nodes}.values())
+            if len(groups) > SIBLING_LIMIT:
+                continue  # e.g. hundreds of slices of one tensor: not worth the pairwise search
+            groups.sort(key=lambda g: min(self.order[m] for m in g.members))
+            for i, a in enumerate(groups):
+                for b in groups[i + 1:]:
+                    if a.kind != "extern" and b.kind != "extern" and a.space == b.space:
+                        add(a, b)
         return pairs
 
     # ---- legality and score ---------------------------------------------------------------
@@ -110,7 +131,9 @@ class _Scheduler:
             return verdict(False, refusal)
         saved = self._bytes_saved(a, b)
         kinds = "+".join(sorted({a.kind, b.kind}))
-        return verdict(True, f"same iteration space ({space.describe()}), {kinds}", saved)
+        linked = any(r in b.members for m in a.members for r in self.readers.get(m, ()))
+        relation = "" if linked else "; siblings sharing an input"
+        return verdict(True, f"same iteration space ({space.describe()}), {kinds}{relation}", saved)
 
     def _plan_refusal(self, members: list[str], space: Space) -> str | None:
         key = tuple(members)
@@ -163,7 +186,10 @@ class _Scheduler:
     def _bytes_saved(self, a: _Group, b: _Group) -> int:
         before = self._materialized(a.members) | self._materialized(b.members)
         after = self._materialized(a.members + b.members)
-        saved = 0
+        # Buffers both groups read from memory are read once by the fused kernel.
+        produced = {self.nodes[m].output.name for m in a.members + b.members}
+        shared = (self._reads(a) & self._reads(b)) - produced
+        saved = sum(self.buffer_bytes.get(name, 0) for name in shared)
         for m in a.members + b.members:
             buf = self.nodes[m].output
             if buf.name in before and buf.name not in after:
@@ -171,6 +197,9 @@ class _Scheduler:
             elif buf.name in before and any(r in b.members for r in self.readers.get(m, ())):
                 saved += buf.nbytes  # still written, but not read back by the fused consumer
         return saved
+
+    def _reads(self, g: _Group) -> set[str]:
+        return {b for m in g.members for b in self.nodes[m].input_buffers}
 
     # ---- merging and output -----------------------------------------------------------------
     def _merge(self, a: _Group, b: _Group) -> _Group:
