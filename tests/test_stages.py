@@ -145,3 +145,11 @@ def test_siblings_reading_one_input_share_a_kernel():
     s = _explain(lambda x, y: (x.sin() + y, x.cos() * y), torch.randn(64), torch.randn(64))
     assert s.stats["kernel_count"] == 1
     assert any("siblings" in d.reason and d.accepted for d in s.graphs[0].schedule.decisions)
+
+
+def test_loop_graph_draws_kernels_as_clusters():
+    s = _explain(lambda a, b: torch.relu(a @ b + 1), torch.randn(4, 8), torch.randn(8, 8))
+    g = s.graphs[0]
+    dot = g.loops.to_dot(g.schedule.kernel_of())
+    assert dot.startswith("digraph") and dot.count("subgraph") == 2
+    assert '"arg0_1" -> "buf0"' in dot

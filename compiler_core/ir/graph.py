@@ -178,6 +178,38 @@ class LoopGraph:
     def output_buffers(self) -> set[str]:
         return {o.buffer for o in self.outputs if isinstance(o, ViewRef)}
 
+    def to_dot(self, kernel_of: dict[str, str] | None = None) -> str:
+        """DOT text: input buffers and loop nodes, an edge per buffer read; `kernel_of` (node -> kernel
+        name, e.g. from a Schedule) draws each kernel as a cluster."""
+        def quote(text: str) -> str:
+            return '"' + text.replace('"', r'\"') + '"'
+
+        lines = ["digraph loops {", "  rankdir=TB; node [fontname=Helvetica, fontsize=10];"]
+        newline = "\\n"  # DOT's line break inside a label
+        for b in self.inputs:
+            label = quote(b.name + newline + str(list(b.layout.size)))
+            lines.append(f"  {quote(b.name)} [shape=ellipse, label={label}];")
+        clusters: dict[str, list[LoopNode]] = {}
+        for n in self.nodes:
+            clusters.setdefault((kernel_of or {}).get(n.name, ""), []).append(n)
+        for kernel, members in clusters.items():
+            indent = "  "
+            if kernel:
+                lines.append(f"  subgraph {quote('cluster_' + kernel)} {{ label={quote(kernel)}; style=dashed;")
+                indent = "    "
+            for n in members:
+                what = n.extern.target if n.kind == "extern" else (n.reduction_type or "pointwise")
+                label = newline.join((n.name, what, str(list(n.output.layout.size))))
+                lines.append(f"{indent}{quote(n.output.name)} [shape=box, style=rounded, label={quote(label)}];")
+            if kernel:
+                lines.append("  }")
+        drawn = {b: node.output.name for b, node in self.producers().items()}  # extra outputs: their node
+        for n in self.nodes:
+            for b in n.input_buffers:
+                lines.append(f"  {quote(drawn.get(b, b))} -> {quote(n.output.name)};")
+        lines.append("}")
+        return "\n".join(lines)
+
     def pretty(self) -> str:
         lines = ["# inputs"]
         lines += [f"{b.name}: {b.dtype} [{b.layout}]" for b in self.inputs]

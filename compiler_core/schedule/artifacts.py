@@ -48,6 +48,10 @@ class Schedule:
     def kernel_count(self) -> int:
         return sum(1 for g in self.groups if g.kind != "extern")
 
+    def kernel_of(self) -> dict[str, str]:
+        """Loop node name -> the kernel (group) computing it; for LoopGraph.to_dot(kernel_of=...)."""
+        return {n: g.name for g in self.groups for n in g.nodes}
+
     def group_of(self, node: str) -> FusionGroup:
         for g in self.groups:
             if node in g.nodes:
