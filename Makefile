@@ -58,7 +58,7 @@ test-e2e: venv
 	$(PY) -m pytest -q -m e2e
 
 lab: venv
-	$(VENV)/bin/jupyter lab notebooks/00_tour.ipynb
+	$(VENV)/bin/jupyter lab $$([ "$$(id -u)" = 0 ] && echo --allow-root) notebooks/00_tour.ipynb
 
 bench: venv
 	$(PY) -m compiler_core.bench --device $(DEVICE) --json benchmarks/results-$(DEVICE)-$$(date +%F).json
