@@ -109,7 +109,6 @@ class CompiledFunction:
     """What compile() returns: call it like the original; `.session` shows the latest compilation."""
 
     def __init__(self, fn: Callable, options: Options):
-        self._fn = fn
         self.options = options
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
