@@ -11,6 +11,7 @@ PyTorch instead (recorded as `fallback_reason`).
 from __future__ import annotations
 
 import functools
+import os
 import time
 import traceback
 from dataclasses import dataclass
@@ -47,6 +48,13 @@ class Options:
     dynamic: bool = False
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
+    # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
+    # checked against the live ones (slower). FCOMPILE_DEBUG in the environment adds to it.
+    debug: str = ""
+
+    @property
+    def check_memory(self) -> bool:
+        return "memory" in _debug_flags(self.debug)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -55,15 +63,20 @@ class Options:
             raise CompileError(f"mode={self.mode!r} is not one of {MODES}")
 
 
+def _debug_flags(debug: str) -> set[str]:
+    words = f"{debug},{os.environ.get('FCOMPILE_DEBUG', '')}".replace(" ", ",").split(",")
+    return {w.strip().lower() for w in words if w.strip()}
+
+
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False) -> Any:
+            dynamic: bool = False, debug: str = "") -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
         y = fast(torch.randn(8, 16))
         fast.session.stats["kernel_count"]   # 1
     """
-    options = Options(backend, mode, dynamic)
+    options = Options(backend, mode, dynamic, debug=debug)
     if fn is None:
         return lambda f: CompiledFunction(f, options)
     return CompiledFunction(fn, options)
@@ -192,14 +205,15 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("memory"):
         record.memory = plan_memory(record.loops, record.schedule)
     with timer("codegen"):
-        record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend)
+        record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
+                                                          check_memory=options.check_memory)
     with timer("build"):
         loaded = load_kernels(record.kernels, backend, record.loops)
     with timer("autotune"):
         configs, tuning_log = choose_configs(record.kernels, loaded, record.loops)
         if any(configs[k.name] != k.config_space[0] for k in record.kernels if k.name in configs):
             record.wrapper = host_program(record.loops, record.schedule, record.memory, backend, record.kernels,
-                                          configs)
+                                          configs, check_memory=options.check_memory)
     with timer("build"):
         record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
                                         tuning_log)

@@ -10,7 +10,7 @@ class KernelSource:
     name: str
     backend: str  # "cpp" | "triton"
     source: str
-    signature: tuple[str, ...]  # argument names in call order
+    signature: tuple[str, ...]  # the buffers passed to the kernel, in parameter order
     grid: str  # launch grid, as printable text
     config_space: tuple[dict, ...]  # candidate launch configs (Triton: block sizes, warps)
     origins: tuple[str, ...]  # FX node names computed by this kernel
@@ -25,8 +25,9 @@ class KernelSource:
 class WrapperProgram:
     """The host program: allocates buffers, launches kernels, frees, returns outputs."""
 
-    source: str  # Python, defines `call(args)`
+    source: str  # Python, defines `call(args)`; printed from `statements`
     backend: str
+    statements: tuple = ()  # the program as statements (codegen.wrapper): allocate, launch, free...
 
     def pretty(self) -> str:
         return self.source

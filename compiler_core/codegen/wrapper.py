@@ -1,17 +1,29 @@
 """Code generation driver: one kernel per fusion group, plus the host program that runs them.
 
-The host program is printable Python defining `call(args)`.  It is exactly what runs: the runtime
-execs this text with the loaded kernels in scope.
+The host program is built as statements (allocate, reuse, launch, extern call, free, return) and
+printed as Python defining `call(args)`.  The printed text is exactly what runs: the runtime execs
+it with these names in scope and no others it relies on:
+
+    rt      runtime helpers (compiler_core.runtime.host): view, ensure_layout, empty_strided...
+    k       the loaded kernels, by kernel name
+    consts  the graph's constant tensors, by buffer name
+    torch, DEVICE, NTHREADS
+
+Every local is a buffer name with the prefix `v_`, so no FX name (a saved tensor called `view`, an
+input called `rt` or `torch`) can shadow a helper, a kernel or another local.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional, Union
 
 import torch
 
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
-from compiler_core.ir.graph import LoopGraph, ViewRef
+from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
 
@@ -27,8 +39,8 @@ def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
     return plans
 
 
-def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan,
-                     backend: str) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
+def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
+                     check_memory: bool = False) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
     plans = {p.name: p for p in kernel_plans(graph, sched)}
     if backend == "cpp":
         generate = generate_cpp_kernel
@@ -37,96 +49,212 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan,
         def generate(plan: KernelPlan) -> KernelSource:
             return generate_triton_kernel(plan, interpret=interpret)
     kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.kind != "extern")
-    return kernels, host_program(graph, sched, memory, backend, kernels)
+    return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory)
+
+
+# ---- statements ---------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Comment:
+    text: str
+
+
+@dataclass(frozen=True)
+class Unpack:
+    """Bind the graph inputs (from `args`) and constants (from `consts`) to locals."""
+
+    inputs: tuple[str, ...]
+    constants: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Allocate:
+    buffer: Buffer
+
+
+@dataclass(frozen=True)
+class Reuse:
+    buffer: Buffer
+    donor: str  # a dead buffer whose storage is handed on
+
+
+@dataclass(frozen=True)
+class Launch:
+    kernel: KernelSource
+    config: dict
+
+
+@dataclass(frozen=True)
+class CallExtern:
+    target: str  # e.g. "aten.mm.default"
+    args: tuple
+    kwargs: tuple
+    slots: tuple[Optional[Buffer], ...]  # the buffer per flattened result (None: not a tensor)
+    sequence: bool = False  # the op returns a list or tuple (even of one tensor)
+
+
+@dataclass(frozen=True)
+class CheckFresh:
+    """Memory checking mode: `buffer` was just made; only `same_storage` may share its storage."""
+
+    buffer: str
+    same_storage: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Free:
+    buffers: tuple[str, ...]
+    poison: tuple[str, ...] = ()  # memory checking mode: storages filled before they are dropped
+
+
+@dataclass(frozen=True)
+class Return:
+    outputs: tuple  # ViewRef, or a Python constant
+
+
+Statement = Union[Comment, Unpack, Allocate, Reuse, Launch, CallExtern, CheckFresh, Free, Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
-                 kernel_list: tuple[KernelSource, ...], configs: dict[str, dict] | None = None) -> WrapperProgram:
+                 kernel_list: tuple[KernelSource, ...], configs: dict[str, dict] | None = None,
+                 check_memory: bool = False) -> WrapperProgram:
     """The host program; `configs` (kernel -> launch config) overrides each kernel's first candidate."""
+    statements = host_statements(graph, sched, memory, kernel_list, configs or {}, check_memory)
+    return WrapperProgram(source=_Printer(graph, backend).program(statements), backend=backend,
+                          statements=tuple(statements))
+
+
+def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kernel_list: tuple[KernelSource, ...],
+                    configs: dict[str, dict], check_memory: bool) -> list[Statement]:
     kernels = {k.name: k for k in kernel_list}
-    configs = configs or {}
     buffers = {b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)}
-    layouts = {b.name: b.layout for b in (*graph.inputs, *buffers.values())}
-    lines = [f"# host program ({backend}): allocate, launch, free, return",
-             "def call(args):"]
-    body: list[str] = []
-    names = [b.name for b in graph.inputs if not b.name.startswith("const_")]
-    if names:
-        body.append(f"{', '.join(names)}, = args")
-    for b in graph.inputs:
-        if b.name.startswith("const_"):
-            body.append(f"{b.name} = constants[{b.name!r}]")
+    storage_of = graph.storage_of()
+    members: dict[str, list[str]] = {}
+    for name, storage in storage_of.items():
+        members.setdefault(storage, []).append(name)
+
+    def same_storage(name: str) -> tuple[str, ...]:
+        return tuple(m for m in members[storage_of[name]] if m != name)
+
+    out: list[Statement] = [Unpack(tuple(b.name for b in graph.inputs if b.kind == "input"),
+                                   tuple(b.name for b in graph.inputs if b.kind == "constant"))]
     reuse = dict(memory.reuse)
-    donors = set(reuse.values())  # their storage is handed on, so they are dropped at the hand-over
+    donors = set(reuse.values())  # kept until their storage is handed on
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
-        body.append(f"# {group.name}: {', '.join(group.origins)}")
+        out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
         if group.kind == "extern":
             node = graph.node(group.nodes[0])
-            call = node.extern
-            args = ", ".join(_arg_text(a, layouts) for a in call.args)
-            kwargs = "".join(f", {k}={_arg_text(v, layouts)}" for k, v in call.kwargs)
-            outs = [node.output, *node.extra_outputs]
-            target = f"torch.ops.{call.target}"
-            if len(outs) == 1:
-                body.append(f"{node.output.name} = {target}({args}{kwargs})")
+            if node.result_slots:
+                slots = tuple(None if s is None else buffers[s] for s in node.result_slots)
             else:
-                body.append(f"{', '.join(b.name for b in outs)}, *_ = {target}({args}{kwargs})")
-            for b in outs:
-                body.append(f"{b.name} = ensure_layout({b.name}, {b.layout.size}, {b.layout.stride})")
-            continue
-        for name in group.materialized:
-            buf = buffers[name]
-            if name in reuse:
-                body.append(f"{name} = {reuse[name]}.as_strided({buf.layout.size}, {buf.layout.stride})  "
-                            f"# reuses {reuse[name]}")
-                body.append(f"del {reuse[name]}")
-            else:
-                body.append(f"{name} = empty_strided({buf.layout.size}, {buf.layout.stride}, dtype={buf.dtype}, "
-                            f"device=DEVICE)")
-        kernel = kernels[group.name]
-        body.append(_launch(kernel, configs.get(kernel.name, kernel.config_space[0] if kernel.config_space else {}),
-                            backend))
-        dead = [n for n in frees.get(step, ()) if n not in graph.output_buffers() and n not in donors]
-        if dead:
-            body.append(f"del {', '.join(dead)}")
-    outs = []
-    for o in graph.outputs:
-        if isinstance(o, ViewRef):
-            producer_layout = buffers[o.buffer].layout if o.buffer in buffers else None
-            outs.append(o.buffer if o.layout == producer_layout else _view_text(o))
+                slots = (node.output,)
+            out.append(CallExtern(node.extern.target, node.extern.args, node.extern.kwargs, slots,
+                                  sequence=bool(node.result_slots)))
+            if check_memory:
+                out += [CheckFresh(b.name, same_storage(b.name)) for b in slots if b is not None]
         else:
-            outs.append(repr(o))
-    body.append(f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})")
-    return WrapperProgram(source="\n".join(lines + ["    " + ln for ln in body]) + "\n", backend=backend)
+            for name in group.materialized:
+                out.append(Reuse(buffers[name], reuse[name]) if name in reuse else Allocate(buffers[name]))
+                if check_memory:
+                    out.append(CheckFresh(name, ()))
+            kernel = kernels[group.name]
+            out.append(Launch(kernel, configs.get(kernel.name, kernel.config_space[0] if kernel.config_space else {})))
+        dying = frees.get(step, ())
+        if dying:
+            poisoned = tuple(dict.fromkeys(storage_of[n] for n in dying)) if check_memory else ()
+            out.append(Free(tuple(n for n in dying if n not in donors), poisoned))
+    out.append(Return(graph.outputs))
+    return out
 
 
-def _launch(kernel: KernelSource, config: dict, backend: str) -> str:
-    if backend == "cpp":
-        ptrs = ", ".join(f"{a}.data_ptr()" for a in kernel.signature)
-        return f"{kernel.name}({ptrs}, NTHREADS)"
-    meta = ", ".join(f"{k}={v}" for k, v in config.items())
-    return f"{kernel.name}[{launch_grid(kernel.xnumel, config)}]({', '.join(kernel.signature)}, {meta})"
+# ---- printing -----------------------------------------------------------------------------
+def local(buffer: str) -> str:
+    """The host program's local for a buffer: prefixed, so it cannot shadow rt, k, consts or torch."""
+    return f"v_{buffer}"
 
 
-def _view_text(v: ViewRef) -> str:
-    return f"view({v.buffer}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
+class _Printer:
+    def __init__(self, graph: LoopGraph, backend: str):
+        self.backend = backend
+        self.layouts = {b.name: b.layout for b in graph.inputs}
+        self.layouts.update({b.name: b.layout for n in graph.nodes for b in (n.output, *n.extra_outputs)})
 
+    def program(self, statements: list[Statement]) -> str:
+        lines = [f"# host program ({self.backend}): allocate, launch, free, return", "def call(args):"]
+        for s in statements:
+            lines += ["    " + ln for ln in self.statement(s)]
+        return "\n".join(lines) + "\n"
 
-def _arg_text(a: object, layouts: dict[str, object]) -> str:
-    if isinstance(a, ViewRef):
+    def statement(self, s: Statement) -> list[str]:
+        if isinstance(s, Comment):
+            return [f"# {s.text}"]
+        if isinstance(s, Unpack):
+            lines = [f"{', '.join(local(n) for n in s.inputs)}, = args"] if s.inputs else []
+            return lines + [f"{local(n)} = consts[{n!r}]" for n in s.constants]
+        if isinstance(s, Allocate):
+            b = s.buffer
+            return [f"{local(b.name)} = rt.empty_strided({b.layout.size}, {b.layout.stride}, dtype={b.dtype}, "
+                    f"device=DEVICE)"]
+        if isinstance(s, Reuse):
+            b = s.buffer
+            return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
+                    f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
+        if isinstance(s, Launch):
+            return [self.launch(s.kernel, s.config)]
+        if isinstance(s, CallExtern):
+            return self.extern(s)
+        if isinstance(s, CheckFresh):
+            same = "".join(f"{local(n)!r}, " for n in s.same_storage)
+            return [f"rt.check_fresh({local(s.buffer)!r}, {local(s.buffer)}, locals(), ({same}))"]
+        if isinstance(s, Free):
+            lines = [f"rt.poison({local(n)})" for n in s.poison]
+            return lines + ([f"del {', '.join(local(n) for n in s.buffers)}"] if s.buffers else [])
+        if isinstance(s, Return):
+            outs = [self.value(o) if isinstance(o, ViewRef) else repr(o) for o in s.outputs]
+            return [f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]
+        raise TypeError(f"unknown host statement {s!r}")
+
+    def launch(self, kernel: KernelSource, config: dict) -> str:
+        if self.backend == "cpp":
+            ptrs = ", ".join(f"{local(a)}.data_ptr()" for a in kernel.signature)
+            return f"k.{kernel.name}({ptrs}, NTHREADS)"
+        meta = ", ".join(f"{key}={v}" for key, v in config.items())
+        args = ", ".join(local(a) for a in kernel.signature)
+        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"
+
+    def extern(self, s: CallExtern) -> list[str]:
+        args = ", ".join(self.arg(a) for a in s.args)
+        kwargs = "".join(f", {key}={self.arg(v)}" for key, v in s.kwargs)
+        call = f"torch.ops.{s.target}({args}{kwargs})"
+        if not s.sequence:
+            lines = [f"{local(s.slots[0].name)} = {call}"]
+        else:
+            lines = [f"_results = rt.flatten({call})"]
+            lines += [f"{local(b.name)} = _results[{i}]" for i, b in enumerate(s.slots) if b is not None]
+            lines.append("del _results")
+        for b in s.slots:
+            if b is not None:
+                lines.append(f"{local(b.name)} = rt.ensure_layout({local(b.name)}, {b.layout.size}, {b.layout.stride})")
+        return lines
+
+    def value(self, v: ViewRef) -> str:
         # The whole buffer as allocated needs no view (saves an as_strided per call).
-        return a.buffer if layouts.get(a.buffer) == a.layout else _view_text(a)
-    if isinstance(a, (list, tuple)):
-        inner = ", ".join(_arg_text(x, layouts) for x in a)
-        return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
-    if isinstance(a, torch.dtype):
-        return str(a)
-    if isinstance(a, torch.device):
-        return f"torch.device({str(a)!r})"
-    if isinstance(a, (torch.memory_format, torch.layout)):
-        return f"torch.{str(a).replace('torch.', '')}"
-    if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
-        return f"float({str(a)!r})"
-    return repr(a)
+        if self.layouts.get(v.buffer) == v.layout:
+            return local(v.buffer)
+        return f"rt.view({local(v.buffer)}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
 
+    def arg(self, a: Any) -> str:
+        if isinstance(a, ViewRef):
+            return self.value(a)
+        if isinstance(a, (list, tuple)):
+            inner = ", ".join(self.arg(x) for x in a)
+            return f"[{inner}]" if isinstance(a, list) else f"({inner}{',' if len(a) == 1 else ''})"
+        if isinstance(a, torch.dtype):
+            return str(a)
+        if isinstance(a, torch.device):
+            return f"torch.device({str(a)!r})"
+        if isinstance(a, (torch.memory_format, torch.layout)):
+            return f"torch.{str(a).replace('torch.', '')}"
+        if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
+            return f"float({str(a)!r})"
+        return repr(a)

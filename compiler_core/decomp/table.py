@@ -62,6 +62,10 @@ REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.ami
 # Some decompositions emit prims.* ops; these are views (or plain pointwise ops) too.
 PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
                prims.view_of}
+# ATen ops that return a view of their input although their schema has no alias annotation
+# (PITFALLS.md: 3-D matmuls and SDPA's math path end in `_unsafe_view`).  Treating one as a fresh
+# buffer lets the memory planner hand its storage to another tensor while the view is alive.
+UNANNOTATED_VIEWS = {aten._unsafe_view}
 PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", prims.sub: "sub",
                    prims.neg: "neg", prims.exp: "exp", prims.rsqrt: "rsqrt", prims.sqrt: "sqrt",
                    prims.where: "where", prims.abs: "abs"}
@@ -83,7 +87,7 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
     """(primitive name, reason when extern) for one call_function node."""
     target = node.target
     packet = getattr(target, "overloadpacket", None)
-    if _is_view(target) or packet in PRIMS_VIEWS:
+    if _is_view(target) or packet in PRIMS_VIEWS or packet in UNANNOTATED_VIEWS:
         return "view", ""
     if packet in PRIMS_POINTWISE:
         return PRIMS_POINTWISE[packet], ""

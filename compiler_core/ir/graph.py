@@ -57,12 +57,20 @@ class Layout:
         return f"size={list(self.size)}, stride={list(self.stride)}{off}"
 
 
+BUFFER_KINDS = ("input", "constant", "kernel", "extern")
+
+
 @dataclass(frozen=True)
 class Buffer:
+    """A tensor the program names.  `kind` says where its storage comes from: a graph input, a
+    constant of the graph module, a kernel's output (allocated by the host program) or an extern
+    call's output (allocated by PyTorch; it may alias an input, see LoopNode.may_alias)."""
+
     name: str
     dtype: torch.dtype
     layout: Layout  # the layout the buffer is allocated with
     device: str = "cpu"
+    kind: str = "kernel"
 
     @property
     def nbytes(self) -> int:
@@ -123,6 +131,13 @@ class LoopNode:
     full_shape: tuple[int, ...] = ()
     reduced_dims: tuple[int, ...] = ()
     extra_outputs: tuple[Buffer, ...] = ()  # extern calls returning several tensors
+    # Extern calls returning a list or tuple: for each flattened element, the buffer holding it, or
+    # None where the op returned no tensor (convolution_backward with an output_mask entry off).
+    # Empty when the op returns one tensor.
+    result_slots: tuple[Optional[str], ...] = ()
+    # Extern calls: input buffers whose storage the outputs may share (from the op's schema;
+    # every tensor input when the schema does not say).  The memory planner keeps them together.
+    may_alias: tuple[str, ...] = ()
     source_fn: str = ""  # the user-level function it came from ("layer_norm", "gelu", "add"...)
 
     @property
@@ -145,7 +160,8 @@ class LoopNode:
     def pretty(self) -> str:
         head = f"{self.name}: {self.output.dtype} [{self.output.layout}]  # from {', '.join(self.origins)}"
         if self.kind == "extern":
-            return f"{head}\n    extern {self.extern.target}  ({self.extern.reason})"
+            alias = f"; may alias {', '.join(self.may_alias)}" if self.may_alias else ""
+            return f"{head}\n    extern {self.extern.target}  ({self.extern.reason}{alias})"
         loop = f"for x in {list(self.ranges)}"
         if self.kind == "reduction":
             loop += f", r in {list(self.reduction_ranges)}: {self.reduction_type}"
@@ -174,6 +190,30 @@ class LoopGraph:
                 out[b.name] = n
         return out
 
+
+    def storage_of(self) -> dict[str, str]:
+        """Buffer name -> the storage it lives in, named by the earliest buffer of that storage.
+
+        Views never make buffers (they are layouts over their base's buffer), so only extern calls
+        that may alias their inputs put two buffers into one storage."""
+        order = [b.name for b in self.inputs] + [b.name for n in self.nodes for b in (n.output, *n.extra_outputs)]
+        rank = {name: i for i, name in enumerate(order)}
+        parent = {name: name for name in order}
+
+        def find(name: str) -> str:
+            while parent[name] != name:
+                parent[name] = parent[parent[name]]
+                name = parent[name]
+            return name
+
+        for n in self.nodes:
+            for out in (n.output, *n.extra_outputs):
+                for other in n.may_alias:
+                    a, b = find(out.name), find(other)
+                    if a != b:
+                        first, second = sorted((a, b), key=rank.get)
+                        parent[second] = first
+        return {name: find(name) for name in order}
 
     def output_buffers(self) -> set[str]:
         return {o.buffer for o in self.outputs if isinstance(o, ViewRef)}

@@ -48,6 +48,16 @@ class _Lowering:
         self.constants: dict[str, torch.Tensor] = {}
         self.device = "cpu"
         self.source_fn = ""
+        self.used_names: set[str] = set()
+
+    def fresh_name(self, wanted: str) -> str:
+        """A buffer name no other buffer of this graph has: graph inputs keep their FX names, so an
+        input called `buf3` must not meet the buffer the lowering would call `buf3`."""
+        name = wanted
+        while name in self.used_names:
+            name += "_"
+        self.used_names.add(name)
+        return name
 
     # ---- driver -------------------------------------------------------------------------
     def run(self) -> LoopGraph:
@@ -76,16 +86,17 @@ class _Lowering:
                                 "not supported yet: compile with dynamic=False)")
         self._check_dtype(val.dtype, node)
         self.device = val.device.type
-        buf = Buffer(node.name, val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0), val.device.type)
+        buf = Buffer(self.fresh_name(node.name), val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0),
+                     val.device.type, kind="input")
         self.inputs.append(buf)
         self.values[node.name] = ViewRef(buf.name, buf.layout, buf.dtype)
 
     def _constant(self, node: torch.fx.Node) -> None:
         tensor = getattr(self.gm, node.target)
-        name = f"const_{node.name}"
+        name = self.fresh_name(node.name)
         layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
         self.constants[name] = tensor
-        self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type))
+        self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type, kind="constant"))
         self.values[node.name] = ViewRef(name, layout, tensor.dtype)
 
     def _call(self, node: torch.fx.Node) -> None:
@@ -118,7 +129,7 @@ class _Lowering:
         layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
         if not layout.is_dense():
             layout = Layout.contiguous(tuple(val.shape))
-        return Buffer(f"buf{len(self.nodes)}", val.dtype, layout, val.device.type)
+        return Buffer(self.fresh_name(f"buf{len(self.nodes)}"), val.dtype, layout, val.device.type)
 
     def load(self, arg: Any, out_shape: tuple[int, ...], var_names: list[str], dtype: torch.dtype) -> Value:
         """Value of `arg` at the output point named by `var_names`, broadcast, cast to `dtype`."""
@@ -209,20 +220,58 @@ class _Lowering:
         inputs = tuple(dict.fromkeys(v.buffer for v in _flatten((args, [v for _, v in kwargs]))
                                      if isinstance(v, ViewRef)))
         val = _compat.fake_value(node)
-        outs = [v for v in _flatten(val)] if isinstance(val, (list, tuple)) else [val]
-        if not all(isinstance(v, torch.Tensor) for v in outs):
+        outs = _flatten(val) if isinstance(val, (list, tuple)) else [val]
+        if any(v is not None and not isinstance(v, torch.Tensor) for v in outs):
             raise LoweringError(f"extern {node.name} returns non-tensor values")
-        buffers = []
-        for v in outs:
-            buf = Buffer(f"buf{len(self.nodes)}_{len(buffers)}" if len(outs) > 1 else f"buf{len(self.nodes)}",
-                         v.dtype, Layout(tuple(v.shape), tuple(v.stride()), 0), v.device.type)
-            buffers.append(buf)
+        if all(v is None for v in outs):
+            raise LoweringError(f"extern {node.name} returns no tensor")
+        node_name = self.fresh_name(f"buf{len(self.nodes)}")
+        buffers, slots = [], []
+        for i, v in enumerate(outs):
+            if v is None:
+                slots.append(None)
+                continue
+            name = node_name if len(outs) == 1 else self.fresh_name(f"{node_name}_{i}")
+            buffers.append(Buffer(name, v.dtype, Layout(tuple(v.shape), tuple(v.stride()), 0), v.device.type,
+                                  kind="extern"))
+            slots.append(name)
         call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
-        self.nodes.append(LoopNode(name=f"buf{len(self.nodes)}", kind="extern", output=buffers[0],
+        self.nodes.append(LoopNode(name=node_name, kind="extern", output=buffers[0],
                                    origins=(node.name,), extern=call, extern_inputs=inputs,
-                                   extra_outputs=tuple(buffers[1:]), source_fn=self.source_fn))
-        refs = tuple(ViewRef(b.name, b.layout, b.dtype) for b in buffers)
+                                   extra_outputs=tuple(buffers[1:]),
+                                   result_slots=tuple(slots) if isinstance(val, (list, tuple)) else (),
+                                   may_alias=_aliased_inputs(node, args, kwargs), source_fn=self.source_fn))
+        by_name = {b.name: ViewRef(b.name, b.layout, b.dtype) for b in buffers}
+        refs = tuple(None if slot is None else by_name[slot] for slot in slots)
         self.values[node.name] = refs if isinstance(val, (list, tuple)) else refs[0]
+
+
+def _aliased_inputs(node: torch.fx.Node, args: tuple, kwargs: tuple) -> tuple[str, ...]:
+    """Input buffers an extern call's outputs may share storage with.
+
+    The schema says so with alias annotations (`Tensor(a) self -> Tensor(a)`); an op without a
+    schema (a Python function, a higher-order op) may alias any tensor input.  ATen ops that return
+    a view without saying so are classified as views before they get here (decomp.table)."""
+    def buffers_of(value: Any) -> list[str]:
+        return [v.buffer for v in _flatten(value) if isinstance(v, ViewRef)]
+
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return tuple(dict.fromkeys(buffers_of((args, [v for _, v in kwargs]))))
+    returned = [set(r.alias_info.before_set) for r in schema.returns if r.alias_info is not None]
+    if not returned:
+        return ()
+    alias_sets = set().union(*returned)
+    bound = dict(kwargs)
+    aliased: list[str] = []
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        # An empty set is a wildcard (`Tensor(a)[]` returns a list of unnamed aliases): match any.
+        if info is None or (alias_sets and not (set(info.before_set) & alias_sets)):
+            continue
+        value = args[i] if i < len(args) else bound.get(arg.name)
+        aliased += buffers_of(value)
+    return tuple(dict.fromkeys(aliased))
 
 
 def _source_fn(node: torch.fx.Node) -> str:

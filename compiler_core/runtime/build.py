@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, Optional
 
 import torch
@@ -25,6 +26,7 @@ from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.prelude import PRELUDE
 from compiler_core.codegen.triton.kernel import HELPERS, MUL_COMBINE
 from compiler_core.ir.graph import LoopGraph
+from compiler_core.runtime import host
 from compiler_core.runtime.artifacts import CompiledArtifact
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 
@@ -79,13 +81,7 @@ def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrap
                   graph: LoopGraph, mode: str, configs: dict[str, dict], tuning_log: tuple[str, ...]
                   ) -> CompiledArtifact:
     """exec the host program with the loaded kernels in scope."""
-    namespace: dict[str, Any] = {
-        "torch": torch, "empty_strided": torch.empty_strided, "DEVICE": torch.device(graph.device),
-        "view": view, "ensure_layout": ensure_layout, "constants": graph.constants,
-        "NTHREADS": torch.get_num_threads(), **loaded.functions,
-    }
-    exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
-    call = namespace["call"]
+    call = host_call(wrapper, loaded.functions, graph)
     cudagraph = cudagraph_skip_reason(mode, graph.device)
     if cudagraph is None:
         sparse = [b.name for b in graph.inputs if not b.layout.is_dense()]
@@ -98,6 +94,16 @@ def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrap
                             kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
                             tuning_log=tuning_log, cache_hit=loaded.cache_hit, library_path=loaded.library_path,
                             cudagraph=cudagraph)
+
+
+def host_call(wrapper: WrapperProgram, kernels: dict[str, Any], graph: LoopGraph) -> Any:
+    """exec the printed host program with exactly the names it may use (codegen/wrapper.py)."""
+    namespace: dict[str, Any] = {
+        "torch": torch, "rt": host, "k": SimpleNamespace(**kernels), "consts": dict(graph.constants),
+        "DEVICE": torch.device(graph.device), "NTHREADS": torch.get_num_threads(),
+    }
+    exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
+    return namespace["call"]
 
 
 def _digest(text: str) -> str:
@@ -186,17 +192,3 @@ class _Quiet:
                 return launch(*args, **kwargs)
 
         return run
-
-
-# ---- helpers the host program calls ----------------------------------------------------------
-def view(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
-    return base.as_strided(size, stride, base.storage_offset() + offset)
-
-
-def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
-    """Extern calls usually return the strides torch's metadata promised; copy when they do not."""
-    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
-        return t
-    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
-    out.copy_(t)
-    return out

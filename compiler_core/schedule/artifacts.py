@@ -70,20 +70,24 @@ class LiveRange:
     buffer: str
     nbytes: int
     first_step: int  # index of the group that writes it
-    last_step: int  # index of the last group that reads it (len(groups) for graph outputs)
+    last_step: int  # index of the last group that reads it
+    storage: str = ""  # the storage it lives in (LoopGraph.storage_of): its own name unless it aliases
 
 
 @dataclass(frozen=True)
 class MemoryPlan:
     live_ranges: tuple[LiveRange, ...]
     reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
-    frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these storages are released
+    frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these buffers' storages are released
     inplace: tuple[tuple[str, str], ...]  # (output, input) written in place: the planner makes none yet
     peak_bytes_planned: int
     peak_bytes_unplanned: int
 
     def pretty(self) -> str:
         lines = [f"# peak bytes: planned {self.peak_bytes_planned}, without reuse {self.peak_bytes_unplanned}"]
-        lines += [f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}" for r in self.live_ranges]
+        for r in self.live_ranges:
+            shared = f" (in the storage of {r.storage})" if r.storage and r.storage != r.buffer else ""
+            lines.append(f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}{shared}")
+        lines += [f"after step {step}: free {', '.join(names)}" for step, names in self.frees]
         lines += [f"{new} reuses the storage of {old}" for new, old in self.reuse]
         return "\n".join(lines)

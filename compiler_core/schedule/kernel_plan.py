@@ -11,6 +11,7 @@ Building a plan is also the scheduler's final legality check: if any load cannot
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from math import prod
 from typing import Optional
@@ -100,9 +101,10 @@ class KernelPlan:
     name: str
     space: Space
     steps: tuple[Step, ...]
-    inputs: tuple[tuple[str, torch.dtype], ...]  # buffers read from memory
-    outputs: tuple[tuple[str, torch.dtype], ...]  # buffers written to memory
+    inputs: tuple[tuple[str, torch.dtype], ...]  # (parameter, dtype) of each buffer read from memory
+    outputs: tuple[tuple[str, torch.dtype], ...]  # (parameter, dtype) of each buffer written to memory
     origins: tuple[str, ...]
+    arguments: tuple[str, ...] = ()  # the buffers passed for the parameters, inputs then outputs
 
     @property
     def is_reduction(self) -> bool:
@@ -212,15 +214,33 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                           reduction_type=node.reduction_type,
                           store_buffer=node.output.name if is_stored else None, store_index=store_index,
                           store_dtype=node.output.dtype))
+    origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
+    return _with_parameters(KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(),
+                                       origins=origins))
+
+
+def _with_parameters(plan: KernelPlan) -> KernelPlan:
+    """Name the kernel's pointer parameters by position (`in_ptr0`, `out_ptr0`...), never by buffer:
+    buffers are named after FX nodes (`view`, `exp`, `x0`...), which could shadow a helper or a loop
+    variable inside the kernel.  `arguments` keeps the buffers to pass, in parameter order."""
     inputs: dict[str, torch.dtype] = {}
-    for step in steps:
+    for step in plan.steps:
         for v in walk(step.value):
             if isinstance(v, Load):
                 inputs.setdefault(v.buffer, v.dtype)
-    outputs = tuple((s.store_buffer, s.store_dtype) for s in steps if s.store_buffer)
-    origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
-    return KernelPlan(name=name, space=space, steps=tuple(steps), inputs=tuple(inputs.items()),
-                      outputs=outputs, origins=origins)
+    outputs = {s.store_buffer: s.store_dtype for s in plan.steps if s.store_buffer}
+    param = {b: f"in_ptr{i}" for i, b in enumerate(inputs)}
+    param.update({b: f"out_ptr{i}" for i, b in enumerate(outputs)})
+
+    def rename(v: Value) -> Value:
+        return Load(param[v.buffer], v.index, v.dtype) if isinstance(v, Load) else v
+
+    steps = tuple(dataclasses.replace(s, value=rebuild(s.value, rename),
+                                      store_buffer=param[s.store_buffer] if s.store_buffer else None)
+                  for s in plan.steps)
+    return dataclasses.replace(plan, steps=steps, inputs=tuple((param[b], dt) for b, dt in inputs.items()),
+                               outputs=tuple((param[b], dt) for b, dt in outputs.items()),
+                               arguments=(*inputs, *outputs))
 
 
 def _store_in_space(node: LoopNode, mapping: dict[str, Index], ranges: dict[str, int]) -> Index:

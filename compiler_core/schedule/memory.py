@@ -1,9 +1,12 @@
-"""Memory planning: live ranges of the buffers kernels write, and reuse of dead ones.
+"""Memory planning on storages: live ranges, and reuse of storages nobody can see any more.
 
-A buffer is live from the step (group) that writes it to the last step that reads it; graph
-outputs live past the end.  When a buffer dies its storage goes to a pool; a later buffer of the
-same dtype, device and storage size takes it instead of allocating.  Extern outputs are allocated
-by PyTorch, so they can donate storage but never receive it.
+The unit is the *storage*, not the buffer name.  Views are layouts over their base buffer (they
+make no buffer at all), and an extern call that may alias its inputs puts its outputs into their
+storage (`LoopGraph.storage_of`).  A storage is live from the step that first writes one of its
+buffers to the last step that reads any of them, and it is never freed or handed on while it holds
+a graph input, a constant or a graph output.  When a storage dies it goes to a pool; a later kernel
+output of the same dtype, device and size takes it instead of allocating.  Extern outputs are
+allocated by PyTorch, so they can donate storage but never receive it.
 """
 
 from __future__ import annotations
@@ -13,48 +16,53 @@ from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
 
 
 def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
-    producers = graph.producers()
-    buffers: dict[str, Buffer] = {}
-    first: dict[str, int] = {}
-    last: dict[str, int] = {}
+    storage_of = graph.storage_of()
+    buffers: dict[str, Buffer] = {b.name: b for b in graph.inputs}
+    buffers.update({b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)})
+    step_of_node = {node: step for step, group in enumerate(sched.groups) for node in group.nodes}
+
+    first: dict[str, int] = {}  # buffer -> step that writes it (to memory)
+    last: dict[str, int] = {}  # buffer -> last step that reads it
     for step, group in enumerate(sched.groups):
         for name in group.materialized:
-            node = producers[name]
-            buf = node.output if node.output.name == name else next(b for b in node.extra_outputs if b.name == name)
-            buffers[name] = buf
             first[name] = step
             last.setdefault(name, step)
-        for node_name in group.nodes:
-            for b in graph.node(node_name).input_buffers:
-                if b in first:
-                    last[b] = max(last[b], step)
+    for node in graph.nodes:
+        step = step_of_node[node.name]
+        for b in node.input_buffers:
+            if b in last:
+                last[b] = max(last[b], step)
     end = len(sched.groups)
-    for name in graph.output_buffers():
-        if name in last:
-            last[name] = end
-    ranges = tuple(LiveRange(n, buffers[n].nbytes, first[n], last[n]) for n in first)
+    ranges = tuple(LiveRange(n, buffers[n].nbytes, first[n], last[n], storage_of[n]) for n in first)
 
-    # Greedy reuse in step order.
-    extern_outputs = {b.name for n in graph.nodes if n.kind == "extern" for b in (n.output, *n.extra_outputs)}
-    pool: list[str] = []  # storages free for reuse
-    reuse: list[tuple[str, str]] = []
+    # A storage lives as long as the longest-lived buffer in it; pinned ones live past the end.
+    members: dict[str, list[str]] = {}
+    for name in first:
+        members.setdefault(storage_of[name], []).append(name)
+    pinned = {storage_of[b.name] for b in graph.inputs} | {storage_of[b] for b in graph.output_buffers()}
+    death = {s: (end if s in pinned else max(last[m] for m in names)) for s, names in members.items()}
+
+    pool: list[str] = []  # dead storages whose memory may be handed on
+    reuse: list[tuple[str, str]] = []  # (new buffer, buffer whose storage it takes)
     frees: list[tuple[int, tuple[str, ...]]] = []
     for step, group in enumerate(sched.groups):
         for name in group.materialized:
-            donor = None
-            if name not in extern_outputs:
-                donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
+            if buffers[name].kind != "kernel":
+                continue  # extern outputs are allocated by PyTorch
+            donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
             if donor is not None:
                 pool.remove(donor)
                 reuse.append((name, donor))
-        dying = tuple(n for n in first if last[n] == step)
+        dying = [s for s, d in death.items() if d == step and s not in pinned]
         if dying:
-            frees.append((step, dying))
-            pool.extend(dying)
-    # "Unplanned": every buffer allocated on its own and held until the program returns.
-    unplanned = sum(r.nbytes for r in ranges)
+            frees.append((step, tuple(m for s in dying for m in members[s])))
+            # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
+            pool.extend(s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern"))
+    # "Unplanned": every storage allocated on its own and held until the program returns.
+    unplanned = sum(buffers[s].nbytes for s in members if s in first)
     return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=(),
-                      peak_bytes_planned=_peak(ranges, reuse, buffers, end), peak_bytes_unplanned=unplanned)
+                      peak_bytes_planned=_peak(members, first, death, reuse, buffers, end),
+                      peak_bytes_unplanned=unplanned)
 
 
 def _fits(donor: Buffer, buf: Buffer) -> bool:
@@ -62,8 +70,9 @@ def _fits(donor: Buffer, buf: Buffer) -> bool:
             and donor.layout.storage_numel == buf.layout.storage_numel)
 
 
-def _peak(ranges: tuple[LiveRange, ...], reuse: list[tuple[str, str]], buffers: dict[str, Buffer], end: int) -> int:
-    """Peak of allocated bytes when reusing buffers share one allocation."""
+def _peak(members: dict[str, list[str]], first: dict[str, int], death: dict[str, int],
+          reuse: list[tuple[str, str]], buffers: dict[str, Buffer], end: int) -> int:
+    """Peak of allocated bytes, counting each physical allocation once (reuse chains share one)."""
     taken = {new: old for new, old in reuse}
 
     def root(n: str) -> str:
@@ -72,9 +81,12 @@ def _peak(ranges: tuple[LiveRange, ...], reuse: list[tuple[str, str]], buffers: 
         return n
 
     span: dict[str, list[int]] = {}
-    for r in ranges:
-        s = span.setdefault(root(r.buffer), [r.first_step, r.last_step])
-        s[0], s[1] = min(s[0], r.first_step), max(s[1], r.last_step)
+    for storage, names in members.items():
+        if storage not in first:  # lives in a graph input's storage: not allocated here
+            continue
+        start = min(first[m] for m in names)
+        s = span.setdefault(root(storage), [start, death[storage]])
+        s[0], s[1] = min(s[0], start), max(s[1], death[storage])
     peak = 0
     for step in range(end + 1):
         peak = max(peak, sum(buffers[n].nbytes for n, (a, b) in span.items() if a <= step <= b))

@@ -153,7 +153,7 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
     body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
     lines += ["    " + ln for ln in body]
     lines.append("}")
-    signature = tuple(n for n, _ in plan.inputs) + tuple(n for n, _ in plan.outputs)
+    signature = plan.arguments
     kind = "reduction" if plan.is_reduction else "pointwise"
     return KernelSource(name=plan.name, backend="cpp", source="\n".join(lines), signature=signature,
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else

@@ -267,7 +267,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
                   "    xmask = xindex < xnumel"]
         body = _pointwise_body(steps, interpret)
     lines += ["    " + ln for ln in body]
-    return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=tuple(args),
+    return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel,
                         kind="reduction" if plan.is_reduction else "pointwise")

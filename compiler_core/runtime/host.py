@@ -1,0 +1,85 @@
+"""The helpers a host program calls, reached as `rt.<name>` (never as bare names a local could shadow).
+
+The memory checks (`poison`, `check_fresh`) run only in the memory checking mode
+(`FCOMPILE_DEBUG=memory`, or `cc.compile(..., debug="memory")`): freed storages are filled with NaN
+(integers with a sentinel) so a read after free shows up as a wrong value, and every tensor the
+program makes is checked against every live one for a shared storage the plan did not expect.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+empty_strided = torch.empty_strided
+
+# Written into freed integer storages: unlikely as a real value, and visible when printed.
+INT_SENTINEL = -0x5A5A5A5A
+UINT8_SENTINEL = 0xA5
+
+
+class MemoryCheckError(RuntimeError):
+    """The memory checking mode found two live tensors in one storage: a compiler bug."""
+
+
+def view(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.Tensor:
+    return base.as_strided(size, stride, base.storage_offset() + offset)
+
+
+def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
+    """Extern calls usually return the strides torch's metadata promised; copy when they do not."""
+    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
+        return t
+    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out.copy_(t)
+    return out
+
+
+def flatten(value: Any) -> list:
+    """An extern call's results in the order the IR numbers them (nested lists flattened)."""
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in flatten(v)]
+    return [value]
+
+
+def poison(t: torch.Tensor) -> None:
+    """Fill the whole storage behind `t`: it is dead, and nobody may read it any more."""
+    elements = t.untyped_storage().nbytes() // t.element_size()
+    if elements == 0:
+        return
+    if t.dtype.is_floating_point or t.dtype.is_complex:
+        value: Any = float("nan")
+    elif t.dtype == torch.bool:
+        value = True
+    elif t.dtype == torch.uint8:
+        value = UINT8_SENTINEL
+    else:
+        value = max(INT_SENTINEL, torch.iinfo(t.dtype).min)
+    t.as_strided((elements,), (1,), 0).fill_(value)
+
+
+def _storage_span(t: torch.Tensor) -> tuple[int, int]:
+    storage = t.untyped_storage()
+    return storage.data_ptr(), storage.data_ptr() + storage.nbytes()
+
+
+def check_fresh(local: str, t: Any, scope: dict, same_storage: tuple[str, ...]) -> None:
+    """`t` was just made: no live local outside `same_storage` may share its storage."""
+    if not isinstance(t, torch.Tensor) or t.untyped_storage().nbytes() == 0:
+        return
+    lo, hi = _storage_span(t)
+    for name, other in scope.items():
+        if name == local or name in same_storage or not isinstance(other, torch.Tensor):
+            continue
+        if other.device != t.device or other.untyped_storage().nbytes() == 0:
+            continue
+        other_lo, other_hi = _storage_span(other)
+        if lo < other_hi and other_lo < hi:
+            raise MemoryCheckError(
+                f"memory check: {_plain(local)} shares its storage with {_plain(name)}, which is still live; "
+                "the memory plan handed one storage to two tensors (please report this compiler bug)")
+
+
+def _plain(local: str) -> str:
+    return local[2:] if local.startswith("v_") else local

@@ -1,0 +1,214 @@
+"""No silent wrong answers: storages and aliases in the memory plan, the memory checking mode, and
+hygienic host programs (issue: one storage handed to two live tensors; FX names shadowing helpers)."""
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+from torch.fx.experimental.proxy_tensor import make_fx
+
+import compiler_core as cc
+from compiler_core.api import Options, compile_aten_graph
+from compiler_core.capture.dynamo import capture_graph
+from compiler_core.decomp import table
+from compiler_core.runtime import host
+from compiler_core.runtime.build import load_kernels
+from compiler_core.session import GraphRecord
+
+BACKENDS = ["cpp", "triton"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+
+
+def _assert_same(actual, expected):
+    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_3d_matmul_output_and_its_view_stay_distinct(backend):
+    # aten._unsafe_view (3-D matmul) returns a view without saying so in its schema; it used to be
+    # a fresh buffer, and the planner gave its storage to `sin(y) * 2` while `y` was still returned.
+    def f(x, w):
+        y = x @ w
+        return torch.sin(y) * 2, y
+
+    x, w = torch.randn(2, 8, 16), torch.randn(16, 32)
+    compiled = cc.compile(f, backend=backend, debug="memory")
+    _assert_same(compiled(x, w), f(x, w))
+    loops = compiled.session.graphs[0].loops
+    assert not [n for n in loops.nodes if n.kind == "extern" and "_unsafe_view" in n.extern.target]
+
+
+def _chain(x, w):
+    # Several same-sized temporaries die in turn, so the planner reuses storages; the bmm output is
+    # read through a view after its producer's other readers are gone.
+    a = torch.relu(x @ w)
+    b = torch.sigmoid(a) * 3
+    c = (b @ w.transpose(0, 1)).reshape(4, -1)
+    d = torch.tanh(c) + 1
+    e = torch.exp(-d)
+    return e * d, c.sum(-1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_storage_reuse_keeps_values(backend):
+    x, w = torch.randn(4, 8, 16), torch.randn(16, 16)
+    compiled = cc.compile(_chain, backend=backend)
+    _assert_same(compiled(x, w), _chain(x, w))
+    memory = compiled.session.graphs[0].memory
+    assert memory.reuse, memory.pretty()  # the mechanism ran...
+    assert memory.peak_bytes_planned < memory.peak_bytes_unplanned  # ...and saved memory
+
+
+def test_memory_mode_poisons_freed_storages_and_checks_overlap():
+    x, w = torch.randn(4, 8, 16), torch.randn(16, 16)
+    compiled = cc.compile(_chain, backend="cpp", debug="memory")
+    _assert_same(compiled(x, w), _chain(x, w))
+    source = compiled.session.graphs[0].wrapper.source
+    assert "rt.poison(" in source and "rt.check_fresh(" in source
+    plain = cc.compile(_chain, backend="cpp")
+    torch._dynamo.reset()
+    plain(x, w)
+    if "memory" not in __import__("os").environ.get("FCOMPILE_DEBUG", ""):
+        assert "rt.poison(" not in plain.session.graphs[0].wrapper.source
+
+
+def test_poison_fills_the_whole_storage():
+    base = torch.arange(12, dtype=torch.float32)
+    host.poison(base[4:6])
+    assert torch.isnan(base).all()
+    ints = torch.arange(6, dtype=torch.int64)
+    host.poison(ints[1:2])
+    assert (ints == host.INT_SENTINEL).all()
+    flags = torch.zeros(3, dtype=torch.bool)
+    host.poison(flags)
+    assert flags.all()
+
+
+def test_check_fresh_names_the_live_tensor_that_shares_storage():
+    base = torch.zeros(8)
+    alias = base[2:]
+    host.check_fresh("v_new", torch.zeros(8), {"v_base": base}, ())
+    host.check_fresh("v_alias", alias, {"v_base": base, "v_alias": alias}, ("v_base",))
+    with pytest.raises(host.MemoryCheckError, match="alias shares its storage with base"):
+        host.check_fresh("v_alias", alias, {"v_base": base, "v_alias": alias}, ())
+
+
+def test_memory_mode_catches_an_alias_the_compiler_does_not_know(monkeypatch):
+    # The bug class: an extern op returning a view its schema does not announce. Forget that
+    # _unsafe_view is such an op: the planner then frees the matmul's storage too early, and the
+    # memory checking mode must refuse to run the program instead of computing garbage.
+    monkeypatch.setattr(table, "UNANNOTATED_VIEWS", set())
+
+    def f(x, w):
+        y = x @ w
+        return torch.sin(y) * 2, y
+
+    compiled = cc.compile(f, backend="cpp", debug="memory")
+    with pytest.raises(host.MemoryCheckError, match="shares its storage"):
+        compiled(torch.randn(2, 8, 16), torch.randn(16, 32))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_extern_that_aliases_its_input_keeps_the_storage_alive(backend, monkeypatch):
+    # An extern call whose schema says it aliases its input: `aten.alias` run as an extern call
+    # (not as a view). Its output must keep the input's storage out of the reuse pool.
+    real_classify = table.classify
+
+    def classify(node):
+        if node.target is torch.ops.aten.alias.default:
+            return "extern", "kept as an extern call by this test"
+        return real_classify(node)
+
+    monkeypatch.setattr(table, "classify", classify)
+
+    def f(x):
+        a = torch.exp(x) + 1
+        b = torch.ops.aten.alias(a)
+        c = torch.cos(x) * 2  # same size as a: would take a's storage if a looked dead
+        return b * 1.5, c
+
+    x = torch.randn(64, 32)
+    compiled = cc.compile(f, backend=backend, debug="memory")
+    _assert_same(compiled(x), f(x))
+    loops = compiled.session.graphs[0].loops
+    alias = [n for n in loops.nodes if n.kind == "extern"]
+    assert alias and alias[0].may_alias, loops.pretty()
+
+
+# ---- hygienic host programs -------------------------------------------------------------------
+SHADOWING_NAMES = ["rt", "k", "consts", "torch", "DEVICE", "NTHREADS", "args", "call", "view", "ensure_layout",
+                   "empty_strided", "buf0", "buf1", "in_ptr0", "out_ptr0", "x0", "r0", "xindex", "tl", "exp",
+                   "fused_mul_add_1", "mul_1", "_results"]
+
+
+def _renamed_graph(fn, example, names):
+    gm = make_fx(fn)(*example)
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "call_function"):
+        node.name = f"op{i}"  # free the op names (`exp`, `mul_1`) for the placeholders below
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for node, name in zip(placeholders, names):
+        node.name = name
+        node.target = name
+    gm.recompile()
+    return gm
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_placeholders_named_like_helpers_and_kernels(backend):
+    # Saved tensors of a backward graph are named after forward nodes (`view`, `mul_1`...): no FX
+    # name may shadow a helper, a kernel, a kernel parameter or a loop variable.
+    names = SHADOWING_NAMES[:12] if backend == "triton" else SHADOWING_NAMES
+
+    def fn(*xs):
+        total = xs[0] * 2
+        for x in xs[1:]:
+            total = total + torch.exp(x) * 0.5
+        return total.reshape(4, 8).t() @ xs[1].reshape(4, 8), total.softmax(-1)
+
+    example = [torch.randn(32) for _ in names]
+    gm = _renamed_graph(fn, example, names)
+    record = GraphRecord(captured=capture_graph(gm, example, 0))
+    call = compile_aten_graph(gm, example, record, Options(backend=backend))
+    _assert_same(call(list(example)), fn(*example))
+    assert record.kernels
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_printed_host_program_runs_as_printed(backend):
+    def fn(x, w):
+        h = torch.relu(x @ w)
+        return torch.softmax(h, -1), h.sum()
+
+    example = [torch.randn(8, 16), torch.randn(16, 16)]
+    gm = make_fx(fn)(*example)
+    record = GraphRecord(captured=capture_graph(gm, example, 0))
+    compile_aten_graph(gm, example, record, Options(backend=backend))
+    loaded = load_kernels(record.kernels, backend, record.loops)
+    namespace = {"torch": torch, "rt": host, "k": SimpleNamespace(**loaded.functions),
+                 "consts": record.loops.constants, "DEVICE": torch.device("cpu"),
+                 "NTHREADS": torch.get_num_threads()}
+    exec(record.wrapper.pretty(), namespace)  # the text a user reads, nothing else
+    _assert_same(namespace["call"](list(example)), fn(*example))
+
+
+def test_training_step_whose_saved_tensors_are_named_view():
+    # The backward graph's inputs include saved activations named `view`, `view_1`...: this used
+    # to raise "'Tensor' object is not callable" in the backward host program.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.Linear(32, 16))
+    reference = torch.nn.Sequential(*[m for m in __import__("copy").deepcopy(model)])
+    x = torch.randn(2, 5, 16)
+    compiled = cc.compile(model, backend="cpp")
+    compiled(x).square().mean().backward()
+    reference(x).square().mean().backward()
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-5, atol=1e-6, msg=name)
+    record = compiled.session.graphs[0]
+    assert record.backward is not None and not record.backward.fell_back, record.backward.fallback_reason
+    saved = [b.name for b in record.backward.loops.inputs]
+    assert any(name.startswith("view") for name in saved), saved
