@@ -23,8 +23,8 @@ as its user.  Four rules keep it the user's own:
 4. Nothing read from the cache is unpickled: tuning results are JSON, and a cached config is used only
    when it is one of the candidates the code generator offered.
 
-    folder = cache_subdir("cpp", key)          # created 0700 and checked, or the private fallback
-    write_atomic(folder / "kernels.so.sha256", ...); digest_state(folder / "kernels.so")  # "ok", "missing", "mismatch"
+    folder = cache_subdir("cpp", cpp_key(source, toolchain))  # 0700 and checked, or the private fallback
+    digest_state(folder / "kernels.so")                        # "ok", "missing" or "mismatch"
 """
 
 from __future__ import annotations
