@@ -2,15 +2,15 @@
 
 Kernels receive FakeTensors at compile time (PITFALLS.md), so tuning makes its own random inputs
 with each buffer's sizes, strides and dtype.  The runtime owns the timing loop (CUDA events;
-Triton's autotuner and do_bench are not used).  Results are cached on disk by kernel source and
-GPU name, so a warm compile does not tune again.  Without a GPU (the interpreter) the first,
-heuristic config is used.
+Triton's autotuner and do_bench are not used).  Results are cached on disk as JSON, keyed by kernel
+source, GPU name and versions (runtime/cache.py), so a warm compile does not tune again.  Without a
+GPU (the interpreter) the first, heuristic config is used.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,7 +19,8 @@ from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.triton.kernel import launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph
-from compiler_core.runtime.build import LoadedKernels, cache_dir
+from compiler_core.runtime import cache
+from compiler_core.runtime.build import LoadedKernels
 
 REPEATS = 20
 
@@ -99,23 +100,21 @@ def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> 
     return results
 
 
-def _cache_path(kernel: KernelSource):
-    key = hashlib.sha256((kernel.source + json.dumps(kernel.config_space, sort_keys=True)
-                          + torch.cuda.get_device_name()).encode()).hexdigest()[:20]
-    return cache_dir() / "autotune" / f"{key}.json"
+def _cache_path(kernel: KernelSource) -> Path:
+    key = cache.digest(kernel.source, json.dumps(kernel.config_space, sort_keys=True), cache.runtime_identity("cuda"))
+    return cache.cache_subdir("autotune") / f"{key}.json"
 
 
 def _read_cache(kernel: KernelSource) -> dict | None:
-    path = _cache_path(kernel)
+    """The cached choice, if it is one of this kernel's candidates: a config is spliced into the host
+    program's source, so anything else read from disk (a planted or stale file) is ignored."""
     try:
-        return json.loads(path.read_text())
+        config = json.loads(_cache_path(kernel).read_text())
     except (OSError, ValueError):
         return None
+    # Return our own candidate, not the parsed one: JSON's 1.0 or true compare equal to 1 but print apart.
+    return next((dict(c) for c in kernel.config_space if dict(c) == config), None)
 
 
 def _write_cache(kernel: KernelSource, config: dict) -> None:
-    path = _cache_path(kernel)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(config))
-    tmp.replace(path)
+    cache.write_atomic(_cache_path(kernel), json.dumps(config).encode())

@@ -14,6 +14,7 @@ import os
 import platform
 import subprocess
 import tempfile
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -26,7 +27,7 @@ from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.prelude import PRELUDE
 from compiler_core.codegen.triton.kernel import HELPERS, MUL_COMBINE
 from compiler_core.ir.graph import LoopGraph
-from compiler_core.runtime import host
+from compiler_core.runtime import cache, host
 from compiler_core.runtime.artifacts import CompiledArtifact
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 
@@ -43,10 +44,8 @@ class BuildError(Exception):
 
 
 def cache_dir() -> Path:
-    root = os.environ.get("FCOMPILE_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "fcompile")
-    path = Path(root)
-    path.mkdir(parents=True, exist_ok=True)
-    return path
+    """The kernel cache, checked to be the user's alone (else a private temporary one): see cache.py."""
+    return cache.cache_root()
 
 
 @dataclass(frozen=True)
@@ -115,18 +114,25 @@ def cpp_translation_unit(kernels: tuple[KernelSource, ...]) -> str:
 
 
 def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
-    """Compile (or find in the cache) the shared object for these kernels: (path, cache_hit)."""
+    """Compile (or find in the cache) the shared object for these kernels: (path, cache_hit).
+
+    A cached object is returned only when its bytes match the SHA-256 recorded when it was built
+    (cache.py): a changed one is rebuilt, never loaded."""
     source = cpp_translation_unit(kernels)
-    key = _digest(source + " ".join(CXX_FLAGS) + _compiler_version())
-    target = cache_dir() / "cpp" / key / "kernels.so"
+    folder = cache.cache_subdir("cpp", cache.cpp_key(source, _toolchain()))
+    target = folder / "kernels.so"
     if target.exists():
-        return target, True
-    target.parent.mkdir(parents=True, exist_ok=True)
-    (target.parent / "kernels.cpp").write_text(source)
+        state = cache.digest_state(target)
+        if state == "ok":
+            return target, True
+        if state == "mismatch":
+            warnings.warn(f"fcompile: {target} no longer matches the SHA-256 recorded when it was built; "
+                          "it was not loaded and is being rebuilt", cache.CacheWarning, stacklevel=2)
+    cache.write_atomic(folder / "kernels.cpp", source.encode())
     # Build beside the target and rename atomically: parallel processes may race on one key.
-    fd, tmp = tempfile.mkstemp(suffix=".so", dir=target.parent)
+    fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
     os.close(fd)
-    cmd = [_compiler(), *CXX_FLAGS, "-o", tmp, str(target.parent / "kernels.cpp")]
+    cmd = [_compiler(), *CXX_FLAGS, "-o", tmp, str(folder / "kernels.cpp")]
     result = subprocess.run(cmd + ["-lmvec"], capture_output=True, text=True)
     if result.returncode != 0:
         # Without glibc's libmvec (musl, macOS, old glibc) the math stays scalar.
@@ -134,8 +140,17 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
     if result.returncode != 0:
         os.unlink(tmp)
         raise BuildError("the C++ compiler rejected the generated code:\n" + result.stderr[-3000:])
+    # Record first, then rename: a process racing on this key sees either no object or a recorded one.
+    cache.write_atomic(cache.digest_record(target), cache.sha256_of(Path(tmp)).encode())
     os.replace(tmp, target)
     return target, False
+
+
+def _toolchain() -> cache.Toolchain:
+    compiler = _compiler()
+    return cache.Toolchain(compiler=cache.resolve_compiler(compiler), version=_compiler_version(),
+                           flags=tuple(CXX_FLAGS), native_target=cache.native_target(compiler),
+                           machine=platform.machine())
 
 
 def _compiler() -> str:
@@ -164,12 +179,13 @@ def triton_module_source(kernels: tuple[KernelSource, ...], interpret: bool) -> 
 
 def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:
     source = triton_module_source(kernels, interpret)
-    key = _digest(source + str(interpret))
+    key = cache.digest(source, str(interpret), cache.runtime_identity("cpu" if interpret else "cuda"))
     if key in _LOADED_TRITON:
         return _LOADED_TRITON[key], True
-    path = cache_dir() / "triton" / f"{key}.py"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(source)
+    # The file is for people (and tools) reading the kernels; it is never read back: what runs is the
+    # in-memory text, which linecache serves to Triton's JIT and to tracebacks under this name.
+    path = cache.cache_subdir("triton") / f"{key}.py"
+    cache.write_atomic(path, source.encode())
     namespace = _compat.exec_triton_module(source, str(path), interpret)
     _LOADED_TRITON[key] = namespace
     return namespace, False
