@@ -122,15 +122,16 @@ class CompiledFunction:
         mark = new_breaks.mark()
         watcher = recompile_watcher.start()
         try:
-            out = self._dynamo_fn(*args, **kwargs)
+            return self._dynamo_fn(*args, **kwargs)
         finally:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
-        if pending is not None:  # this call compiled something: it is now the latest compilation
-            pending.breaks.extend(new_breaks.since(mark))
-            pending.recompiles.extend(recompiles)
-            self.session = pending
-        return out
+            # This call compiled something: it is now the latest compilation, also when running it
+            # raised (an integer division by zero raises as in eager, and the session shows why).
+            if pending is not None:
+                pending.breaks.extend(new_breaks.since(mark))
+                pending.recompiles.extend(recompiles)
+                self.session = pending
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
         return self if obj is None else functools.partial(self.__call__, obj)

@@ -116,3 +116,52 @@ def test_extern_op_with_several_outputs():
     # aten.max.dim returns (values, indices): one extern call, two buffers, and fused neighbours.
     s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.max(x.sin(), dim=1)), torch.randn(5, 7))
     assert s.stats["fallback_graphs"] == 0 and s.stats["extern_calls"] == 1
+
+
+# ---- integer division by zero: eager on the CPU raises RuntimeError("ZeroDivisionError") -------------
+_ZERO_DIVISION = {
+    "floordiv": (lambda a, b: a // b, lambda: (torch.tensor([7, -7, 5]), torch.tensor([2, 0, 1]))),
+    "remainder": (lambda a, b: a % b, lambda: (torch.tensor([7, -7, 5]), torch.tensor([2, 0, 1]))),
+    "trunc_int32": (lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+                    lambda: (torch.tensor([7, -7], dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32))),
+    "scalar_divisor": (lambda a: (a + 1) // 0, lambda: (torch.tensor([3, 4]),)),
+    # the zero divisor exists only inside the fused kernel, never in memory
+    "intermediate_divisor": (lambda a, b: (a * 2) % (b - 1) + 1, lambda: (torch.tensor([3, 4]), torch.tensor([1, 3]))),
+    "inside_reduction": (lambda a, b: (a // b).sum(-1) + a.amax(-1),
+                         lambda: (torch.arange(12).view(3, 4), torch.tensor([[1, 2, 3, 4]] * 2 + [[1, 0, 1, 1]]))),
+}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name", list(_ZERO_DIVISION))
+def test_integer_division_by_zero_raises_like_eager(backend, name):
+    fn, make = _ZERO_DIVISION[name]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as eager:
+        fn(*make())
+    compiled = cc.compile(fn, backend=backend)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as ours:
+        compiled(*make())
+    assert type(ours.value) is type(eager.value) and str(ours.value) == str(eager.value)
+    assert compiled.session.stats["fallback_graphs"] == 0 and compiled.session.stats["kernel_count"] >= 1
+    # The error does not stick: the same compiled graph on good inputs gives eager's values.
+    good = tuple(torch.where(t == 0, 3, t) if t.dim() else t for t in make())
+    if name in ("scalar_divisor", "intermediate_divisor"):
+        return  # the divisor is 0 by construction whatever the inputs hold
+    torch.testing.assert_close(compiled(*good), fn(*good))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_integer_division_without_zero_or_on_empty_tensors_matches_eager(backend):
+    # Empty tensors compute no element, so eager raises nothing even for `// 0`.
+    _run(lambda a: (a // 0, a % 0), torch.zeros(0, dtype=torch.int64), backend=backend)
+    # A zero divisor that the kernel computes then discards still raises in eager; here none is zero.
+    _run(lambda a, b: (a // b, torch.where(b > 0, a % b, -1)), torch.tensor([9, -9, 4]), torch.tensor([2, 5, -3]),
+         backend=backend)
+
+
+def test_only_kernels_with_integer_division_check_for_zero():
+    # The check costs a flag read per call: kernels that cannot divide an integer by zero skip it.
+    int_div = cc.explain(lambda a, b: a // b + 1, torch.tensor([4]), torch.tensor([2]), backend="cpp")
+    float_div = cc.explain(lambda a, b: a // b + 1, torch.tensor([4.0]), torch.tensor([2.0]), backend="cpp")
+    assert [k.checks_int_div for k in int_div.kernels] == [True]
+    assert [k.checks_int_div for k in float_div.kernels] == [False]
