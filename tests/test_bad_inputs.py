@@ -165,3 +165,40 @@ def test_only_kernels_with_integer_division_check_for_zero():
     float_div = cc.explain(lambda a, b: a // b + 1, torch.tensor([4.0]), torch.tensor([2.0]), backend="cpp")
     assert [k.checks_int_div for k in int_div.kernels] == [True]
     assert [k.checks_int_div for k in float_div.kernels] == [False]
+
+
+# ---- subtraction with a bool operand: eager raises RuntimeError, whichever side the bool is on ------------
+@pytest.mark.parametrize("name,fn,make", [
+    ("tensor_minus_true", lambda x: x.exp() - True, lambda: (torch.randn(3),)),
+    ("true_minus_tensor", lambda x: True - x.exp(), lambda: (torch.randn(3),)),
+    ("int_minus_false", lambda x: (x + 1) - False, lambda: (torch.tensor([1, 2]),)),
+    ("float_minus_bool_tensor", lambda x, m: x - m, lambda: (torch.randn(3), torch.tensor([True, False, True]))),
+    ("bool_tensor_minus_float", lambda x, m: m - x * 2, lambda: (torch.randn(3), torch.tensor([True, False, True]))),
+    ("bool_minus_bool", lambda a, b: torch.sub(a, b), lambda: (torch.tensor([True, False]), torch.tensor([True] * 2))),
+    ("rsub", lambda x: torch.rsub(x, True), lambda: (torch.randn(3),)),
+    ("in_place", lambda x: x.clone().sub_(True), lambda: (torch.randn(3),)),
+])
+def test_subtraction_with_bool_raises_like_eager(name, fn, make):
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with") as eager:
+        fn(*make())
+    compiled = cc.compile(fn, backend="cpp")
+    with pytest.raises(RuntimeError) as ours:
+        compiled(*make())
+    # Dynamo may wrap the error (bool - bool fails while tracing); the message is eager's.
+    assert isinstance(ours.value, RuntimeError) and str(eager.value) in str(ours.value)
+
+
+def test_subtraction_beside_bool_still_compiles():
+    # Booleans in a subtraction's neighbours are fine: only the subtraction itself is refused.
+    s = _run(lambda x, m: (x - m.float()) * (x > 0) - 1, torch.randn(5), torch.tensor([True, False] * 2 + [True]))
+    assert s.stats["fallback_graphs"] == 0 and not s.stats["fallback_ops"] and s.stats["kernel_count"] == 1
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.sub(x, x * 2, alpha=True), lambda x: torch.add(x, x * 2, alpha=True)])
+def test_bool_alpha_raises_like_eager(fn):
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="Boolean alpha") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as ours:
+        cc.compile(fn, backend="cpp")(x)
+    assert str(eager.value) in str(ours.value)
