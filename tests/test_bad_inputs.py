@@ -202,3 +202,54 @@ def test_bool_alpha_raises_like_eager(fn):
     with pytest.raises(RuntimeError) as ours:
         cc.compile(fn, backend="cpp")(x)
     assert str(eager.value) in str(ours.value)
+
+
+# ---- devices: each kernel reads all its tensors through pointers of one device ----------------------------
+def _fake_tensors(*specs):
+    """FakeTensors (no memory, no GPU needed) for (device, shape) pairs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return [torch.empty(shape, device=device) for device, shape in specs]
+
+
+@pytest.mark.parametrize("requested,specs,expected", [
+    ("auto", [("cuda", (4,)), ("cuda", ())], "triton"),
+    ("auto", [("cpu", (4,)), ("cpu", ())], "cpp"),
+    ("triton", [("cpu", (4,))], "triton"),  # the Triton interpreter
+    ("cpp", [("cpu", (4,))], "cpp"),
+])
+def test_backend_follows_the_inputs_device(requested, specs, expected):
+    from compiler_core.api import _choose_backend
+
+    assert _choose_backend(requested, _fake_tensors(*specs)) == expected
+
+
+@pytest.mark.parametrize("requested", ["auto", "triton", "cpp"])
+def test_mixed_device_graph_is_refused_with_a_clear_reason(requested):
+    # A CPU 0-d tensor beside a CUDA tensor is legal in eager; C++ kernels on the CUDA pointer (what
+    # "auto" chose) or Triton kernels on the CPU pointer would read the wrong memory.
+    from compiler_core.api import _choose_backend
+
+    with pytest.raises(cc.CompileError, match=r"more than one device \(cpu, cuda\).*Python number"):
+        _choose_backend(requested, _fake_tensors(("cuda", (4,)), ("cpu", ())))
+
+
+def test_cpp_backend_refuses_cuda_tensors_and_other_devices_are_refused():
+    from compiler_core.api import _choose_backend
+
+    with pytest.raises(cc.CompileError, match="backend='cpp' needs CPU tensors"):
+        _choose_backend("cpp", _fake_tensors(("cuda", (4,))))
+    with pytest.raises(cc.CompileError, match="'meta'"):
+        _choose_backend("auto", _fake_tensors(("meta", (4,))))
+
+
+def test_graph_without_inputs_takes_the_device_of_the_tensors_it_makes():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiler_core.api import _choose_backend
+
+    gm = make_fx(lambda: torch.ones(3, device="cuda") * 2, tracing_mode="fake")()
+    assert _choose_backend("auto", [], gm) == "triton"
+    with pytest.raises(cc.CompileError, match="cpp"):
+        _choose_backend("cpp", [], gm)
