@@ -253,3 +253,28 @@ def test_graph_without_inputs_takes_the_device_of_the_tensors_it_makes():
     assert _choose_backend("auto", [], gm) == "triton"
     with pytest.raises(cc.CompileError, match="cpp"):
         _choose_backend("cpp", [], gm)
+
+
+def test_mixed_device_graph_runs_in_eager_and_the_session_says_why():
+    # The aten-graph stage of compile() on a traced graph with a CUDA tensor and a CPU 0-d tensor
+    # (FakeTensors: no GPU needed): it must hand back eager PyTorch, with the reason as a message.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiler_core.session import CompileSession, GraphRecord
+
+    def fn(x, scale):
+        return (x * scale + 1,)
+
+    x, scale = _fake_tensors(("cuda", (4,)), ("cpu", ()))
+    gm = make_fx(fn, tracing_mode="fake")(x, scale)
+    compiled = cc.compile(fn, backend="auto")
+    record = GraphRecord(captured=cc.explain(fn, torch.randn(4), torch.tensor(2.0)).graphs[0].captured)
+    session = CompileSession(backend="auto", mode="default")
+    run = compiled._compile_aten(gm, [x, scale], record, session)
+    assert record.fell_back and record.loops is None and not record.kernels  # refused before lowering
+    assert session.messages == [
+        "graph 0 runs in eager PyTorch: the graph's inputs are on more than one device (cpu, cuda) but each of "
+        "our kernels runs on one. A 0-d CPU tensor beside CUDA tensors is legal in eager PyTorch; to compile "
+        "this graph, pass a Python number instead or move the tensor to the GPU (.cuda())."]
+    real = [torch.randn(4), torch.tensor(3.0)]  # eager runs the graph as traced (here on the CPU)
+    torch.testing.assert_close(run(list(real)), list(fn(*real)))
