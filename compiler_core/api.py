@@ -135,15 +135,16 @@ class CompiledFunction:
         mark = new_breaks.mark()
         watcher = recompile_watcher.start()
         try:
-            out = self._dynamo_fn(*args, **kwargs)
+            return self._dynamo_fn(*args, **kwargs)
         finally:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
-        if pending is not None:  # this call compiled something: it is now the latest compilation
-            pending.breaks.extend(new_breaks.since(mark))
-            pending.recompiles.extend(recompiles)
-            self.session = pending
-        return out
+            # This call compiled something: it is now the latest compilation, also when running it
+            # raised (an integer division by zero raises as in eager, and the session shows why).
+            if pending is not None:
+                pending.breaks.extend(new_breaks.since(mark))
+                pending.recompiles.extend(recompiles)
+                self.session = pending
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
         return self if obj is None else functools.partial(self.__call__, obj)
@@ -184,9 +185,10 @@ class CompiledFunction:
             if not self.options.fallback:
                 raise
             record.fallback_reason = f"{type(exc).__name__}: {exc}"
-            session.messages.append(
-                f"graph {record.captured.index} runs in eager PyTorch because our compiler failed: "
-                f"{record.fallback_reason}")
+            # A CompileError refuses the graph on purpose and says why; anything else is our bug.
+            why = f": {exc}" if isinstance(exc, CompileError) else \
+                f" because our compiler failed: {record.fallback_reason}"
+            session.messages.append(f"graph {record.captured.index} runs in eager PyTorch{why}")
             record.error_traceback = traceback.format_exc()
             return _compat.boxed(lambda args: gm(*args))
 
@@ -194,7 +196,7 @@ class CompiledFunction:
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                        options: Options) -> Callable:
     """The stages after AOT tracing: each artifact lands on `record` as soon as it exists."""
-    backend = _choose_backend(options.backend, example_inputs)
+    backend = _choose_backend(options.backend, example_inputs, gm)
     timer = _StageTimer(record)
     with timer("decomp"):
         record.prims = to_prim_graph(gm)
@@ -220,13 +222,36 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     return _compat.boxed(record.artifact.call)
 
 
-def _choose_backend(requested: str, example_inputs: list) -> str:
-    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+def _choose_backend(requested: str, example_inputs: list, gm: Optional[torch.fx.GraphModule] = None) -> str:
+    """The backend one graph runs on: Triton for CUDA tensors, C++ for CPU tensors (or what was asked).
+
+    A graph neither can run raises CompileError, so it runs in eager PyTorch with the reason in
+    session.messages: one kernel reads all its tensors through pointers of one device."""
+    devices = _devices(example_inputs, gm)
+    if len(devices) > 1:
+        raise CompileError(
+            f"the graph's inputs are on more than one device ({', '.join(sorted(devices))}) but each of our "
+            "kernels runs on one. A 0-d CPU tensor beside CUDA tensors is legal in eager PyTorch; to compile "
+            "this graph, pass a Python number instead or move the tensor to the GPU (.cuda()).")
+    device = next(iter(devices), "cpu")
+    if device not in ("cpu", "cuda"):
+        raise CompileError(f"the graph's tensors are on {device!r}: our kernels run on 'cpu' (C++, or Triton's "
+                           "interpreter) and 'cuda' (Triton) only")
+    if requested == "cpp" and device == "cuda":
+        raise CompileError("backend='cpp' needs CPU tensors; move the inputs to the CPU or use backend='triton'")
     if requested != "auto":
-        if requested == "cpp" and "cuda" in devices:
-            raise CompileError("backend='cpp' needs CPU tensors; move the inputs to the CPU or use backend='triton'")
         return requested
-    return "triton" if devices == {"cuda"} else "cpp"
+    return "triton" if device == "cuda" else "cpp"
+
+
+def _devices(example_inputs: list, gm: Optional[torch.fx.GraphModule]) -> set[str]:
+    """Device types of the graph's tensor inputs; of the tensors it makes when it has no input (a
+    graph that builds CUDA tensors from nothing must not get C++ kernels)."""
+    devices = {t.device.type for t in example_inputs if isinstance(t, torch.Tensor)}
+    if devices or gm is None:
+        return devices
+    vals = [n.meta.get("val") for n in gm.graph.nodes if n.op == "call_function"]
+    return {t.device.type for t in _tensors(vals)}
 
 
 class _StageTimer:

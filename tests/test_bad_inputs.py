@@ -116,3 +116,165 @@ def test_extern_op_with_several_outputs():
     # aten.max.dim returns (values, indices): one extern call, two buffers, and fused neighbours.
     s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.max(x.sin(), dim=1)), torch.randn(5, 7))
     assert s.stats["fallback_graphs"] == 0 and s.stats["extern_calls"] == 1
+
+
+# ---- integer division by zero: eager on the CPU raises RuntimeError("ZeroDivisionError") -------------
+_ZERO_DIVISION = {
+    "floordiv": (lambda a, b: a // b, lambda: (torch.tensor([7, -7, 5]), torch.tensor([2, 0, 1]))),
+    "remainder": (lambda a, b: a % b, lambda: (torch.tensor([7, -7, 5]), torch.tensor([2, 0, 1]))),
+    "trunc_int32": (lambda a, b: torch.div(a, b, rounding_mode="trunc"),
+                    lambda: (torch.tensor([7, -7], dtype=torch.int32), torch.tensor([0, 2], dtype=torch.int32))),
+    "scalar_divisor": (lambda a: (a + 1) // 0, lambda: (torch.tensor([3, 4]),)),
+    # the zero divisor exists only inside the fused kernel, never in memory
+    "intermediate_divisor": (lambda a, b: (a * 2) % (b - 1) + 1, lambda: (torch.tensor([3, 4]), torch.tensor([1, 3]))),
+    "inside_reduction": (lambda a, b: (a // b).sum(-1) + a.amax(-1),
+                         lambda: (torch.arange(12).view(3, 4), torch.tensor([[1, 2, 3, 4]] * 2 + [[1, 0, 1, 1]]))),
+}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name", list(_ZERO_DIVISION))
+def test_integer_division_by_zero_raises_like_eager(backend, name):
+    fn, make = _ZERO_DIVISION[name]
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as eager:
+        fn(*make())
+    compiled = cc.compile(fn, backend=backend)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as ours:
+        compiled(*make())
+    assert type(ours.value) is type(eager.value) and str(ours.value) == str(eager.value)
+    assert compiled.session.stats["fallback_graphs"] == 0 and compiled.session.stats["kernel_count"] >= 1
+    # The error does not stick: the same compiled graph on good inputs gives eager's values.
+    good = tuple(torch.where(t == 0, 3, t) if t.dim() else t for t in make())
+    if name in ("scalar_divisor", "intermediate_divisor"):
+        return  # the divisor is 0 by construction whatever the inputs hold
+    torch.testing.assert_close(compiled(*good), fn(*good))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_integer_division_without_zero_or_on_empty_tensors_matches_eager(backend):
+    # Empty tensors compute no element, so eager raises nothing even for `// 0`.
+    _run(lambda a: (a // 0, a % 0), torch.zeros(0, dtype=torch.int64), backend=backend)
+    # A zero divisor that the kernel computes then discards still raises in eager; here none is zero.
+    _run(lambda a, b: (a // b, torch.where(b > 0, a % b, -1)), torch.tensor([9, -9, 4]), torch.tensor([2, 5, -3]),
+         backend=backend)
+
+
+def test_only_kernels_with_integer_division_check_for_zero():
+    # The check costs a flag read per call: kernels that cannot divide an integer by zero skip it.
+    int_div = cc.explain(lambda a, b: a // b + 1, torch.tensor([4]), torch.tensor([2]), backend="cpp")
+    float_div = cc.explain(lambda a, b: a // b + 1, torch.tensor([4.0]), torch.tensor([2.0]), backend="cpp")
+    assert [k.checks_int_div for k in int_div.kernels] == [True]
+    assert [k.checks_int_div for k in float_div.kernels] == [False]
+
+
+# ---- subtraction with a bool operand: eager raises RuntimeError, whichever side the bool is on ------------
+@pytest.mark.parametrize("name,fn,make", [
+    ("tensor_minus_true", lambda x: x.exp() - True, lambda: (torch.randn(3),)),
+    ("true_minus_tensor", lambda x: True - x.exp(), lambda: (torch.randn(3),)),
+    ("int_minus_false", lambda x: (x + 1) - False, lambda: (torch.tensor([1, 2]),)),
+    ("float_minus_bool_tensor", lambda x, m: x - m, lambda: (torch.randn(3), torch.tensor([True, False, True]))),
+    ("bool_tensor_minus_float", lambda x, m: m - x * 2, lambda: (torch.randn(3), torch.tensor([True, False, True]))),
+    ("bool_minus_bool", lambda a, b: torch.sub(a, b), lambda: (torch.tensor([True, False]), torch.tensor([True] * 2))),
+    ("rsub", lambda x: torch.rsub(x, True), lambda: (torch.randn(3),)),
+    ("in_place", lambda x: x.clone().sub_(True), lambda: (torch.randn(3),)),
+])
+def test_subtraction_with_bool_raises_like_eager(name, fn, make):
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with") as eager:
+        fn(*make())
+    compiled = cc.compile(fn, backend="cpp")
+    with pytest.raises(RuntimeError) as ours:
+        compiled(*make())
+    # Dynamo may wrap the error (bool - bool fails while tracing); the message is eager's.
+    assert isinstance(ours.value, RuntimeError) and str(eager.value) in str(ours.value)
+
+
+def test_subtraction_beside_bool_still_compiles():
+    # Booleans in a subtraction's neighbours are fine: only the subtraction itself is refused.
+    s = _run(lambda x, m: (x - m.float()) * (x > 0) - 1, torch.randn(5), torch.tensor([True, False] * 2 + [True]))
+    assert s.stats["fallback_graphs"] == 0 and not s.stats["fallback_ops"] and s.stats["kernel_count"] == 1
+
+
+@pytest.mark.parametrize("fn", [lambda x: torch.sub(x, x * 2, alpha=True), lambda x: torch.add(x, x * 2, alpha=True)])
+def test_bool_alpha_raises_like_eager(fn):
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="Boolean alpha") as eager:
+        fn(x)
+    with pytest.raises(RuntimeError) as ours:
+        cc.compile(fn, backend="cpp")(x)
+    assert str(eager.value) in str(ours.value)
+
+
+# ---- devices: each kernel reads all its tensors through pointers of one device ----------------------------
+def _fake_tensors(*specs):
+    """FakeTensors (no memory, no GPU needed) for (device, shape) pairs."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    with FakeTensorMode():
+        return [torch.empty(shape, device=device) for device, shape in specs]
+
+
+@pytest.mark.parametrize("requested,specs,expected", [
+    ("auto", [("cuda", (4,)), ("cuda", ())], "triton"),
+    ("auto", [("cpu", (4,)), ("cpu", ())], "cpp"),
+    ("triton", [("cpu", (4,))], "triton"),  # the Triton interpreter
+    ("cpp", [("cpu", (4,))], "cpp"),
+])
+def test_backend_follows_the_inputs_device(requested, specs, expected):
+    from compiler_core.api import _choose_backend
+
+    assert _choose_backend(requested, _fake_tensors(*specs)) == expected
+
+
+@pytest.mark.parametrize("requested", ["auto", "triton", "cpp"])
+def test_mixed_device_graph_is_refused_with_a_clear_reason(requested):
+    # A CPU 0-d tensor beside a CUDA tensor is legal in eager; C++ kernels on the CUDA pointer (what
+    # "auto" chose) or Triton kernels on the CPU pointer would read the wrong memory.
+    from compiler_core.api import _choose_backend
+
+    with pytest.raises(cc.CompileError, match=r"more than one device \(cpu, cuda\).*Python number"):
+        _choose_backend(requested, _fake_tensors(("cuda", (4,)), ("cpu", ())))
+
+
+def test_cpp_backend_refuses_cuda_tensors_and_other_devices_are_refused():
+    from compiler_core.api import _choose_backend
+
+    with pytest.raises(cc.CompileError, match="backend='cpp' needs CPU tensors"):
+        _choose_backend("cpp", _fake_tensors(("cuda", (4,))))
+    with pytest.raises(cc.CompileError, match="'meta'"):
+        _choose_backend("auto", _fake_tensors(("meta", (4,))))
+
+
+def test_graph_without_inputs_takes_the_device_of_the_tensors_it_makes():
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiler_core.api import _choose_backend
+
+    gm = make_fx(lambda: torch.ones(3, device="cuda") * 2, tracing_mode="fake")()
+    assert _choose_backend("auto", [], gm) == "triton"
+    with pytest.raises(cc.CompileError, match="cpp"):
+        _choose_backend("cpp", [], gm)
+
+
+def test_mixed_device_graph_runs_in_eager_and_the_session_says_why():
+    # The aten-graph stage of compile() on a traced graph with a CUDA tensor and a CPU 0-d tensor
+    # (FakeTensors: no GPU needed): it must hand back eager PyTorch, with the reason as a message.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from compiler_core.session import CompileSession, GraphRecord
+
+    def fn(x, scale):
+        return (x * scale + 1,)
+
+    x, scale = _fake_tensors(("cuda", (4,)), ("cpu", ()))
+    gm = make_fx(fn, tracing_mode="fake")(x, scale)
+    compiled = cc.compile(fn, backend="auto")
+    record = GraphRecord(captured=cc.explain(fn, torch.randn(4), torch.tensor(2.0)).graphs[0].captured)
+    session = CompileSession(backend="auto", mode="default")
+    run = compiled._compile_aten(gm, [x, scale], record, session)
+    assert record.fell_back and record.loops is None and not record.kernels  # refused before lowering
+    assert session.messages == [
+        "graph 0 runs in eager PyTorch: the graph's inputs are on more than one device (cpu, cuda) but each of "
+        "our kernels runs on one. A 0-d CPU tensor beside CUDA tensors is legal in eager PyTorch; to compile "
+        "this graph, pass a Python number instead or move the tensor to the GPU (.cuda())."]
+    real = [torch.randn(4), torch.tensor(3.0)]  # eager runs the graph as traced (here on the CPU)
+    torch.testing.assert_close(run(list(real)), list(fn(*real)))

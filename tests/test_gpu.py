@@ -85,3 +85,19 @@ def test_cudagraph_skip_reason_is_recorded_for_default_mode():
     compiled = cc.compile(lambda x: x + 1)
     compiled(torch.randn(8, device="cuda"))
     assert compiled.session.graphs[0].artifact.cudagraph == "not used: mode is default"
+
+
+@pytest.mark.parametrize("backend", ["auto", "triton", "cpp"])
+def test_mixed_device_graph_matches_eager_and_says_why_it_ran_in_eager(backend):
+    # A 0-d CPU tensor beside CUDA tensors is legal in eager. Our kernels read every tensor through
+    # one device's pointers, so the graph runs in eager PyTorch and the session says why.
+    def fn(x, scale):
+        return torch.softmax(x * scale, -1) + 1
+
+    x, scale = torch.randn(8, 32, device="cuda"), torch.tensor(0.5)
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(x, scale), fn(x, scale))
+    s = compiled.session
+    assert not s.kernels
+    assert s.stats["fallback_graphs"] == 1
+    assert any("more than one device (cpu, cuda)" in m for m in s.messages), s.messages

@@ -16,6 +16,9 @@ class KernelSource:
     origins: tuple[str, ...]  # FX node names computed by this kernel
     kind: str = "pointwise"  # "pointwise" | "reduction"
     xnumel: int = 0  # rows (reduction) or elements (pointwise) the launch grid covers
+    # Divides integers and flags a zero divisor for the runtime to raise as eager does (only these
+    # kernels' graphs pay for reading the flag after each call).
+    checks_int_div: bool = False
 
     def pretty(self) -> str:
         return self.source

@@ -93,6 +93,9 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         return PRIMS_POINTWISE[packet], ""
     if packet in REDUCTION_OPS:
         return REDUCTION_OPS[packet], ""
+    refused = _refused_by_eager(node)
+    if refused:
+        return "extern", refused
     if packet in POINTWISE_OPS:
         prim = POINTWISE_OPS[packet]
         if packet is aten.div and getattr(target, "_overloadname", "") in _INTEGER_ONLY_DIVISION:
@@ -104,6 +107,28 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
     if target is __import__("operator").getitem:
         return "getitem", ""
     return "extern", f"no lowering for {target}: runs in PyTorch"
+
+
+def _refused_by_eager(node: torch.fx.Node) -> str:
+    """Why eager PyTorch raises on this call although tracing accepted it, or "".
+
+    FakeTensor metadata comes from torch's reference `sub`, which refuses only two bool tensors, so
+    `x - True` or `x - mask` reach us, and a kernel would compute `x - 1`. As an extern call the op
+    runs in PyTorch and raises eager's own error at the same point of the program."""
+    packet = getattr(node.target, "overloadpacket", None)
+    if packet in (aten.sub, aten.add) and isinstance(node.kwargs.get("alpha"), bool) and not _is_bool(node):
+        return "a bool alpha with a non-bool result raises in eager PyTorch: runs there, raising its error"
+    if packet is aten.sub and any(_is_bool(a) for a in node.args[:2]):
+        return "subtraction with a bool operand raises in eager PyTorch: runs there, raising its error"
+    return ""
+
+
+def _is_bool(value: object) -> bool:
+    """A Python bool, or an FX node whose tensor is bool."""
+    if isinstance(value, bool):
+        return True
+    meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
+    return isinstance(meta, torch.Tensor) and meta.dtype == torch.bool
 
 
 def _is_view(target: object) -> bool:

@@ -18,18 +18,19 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import torch
 
 from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.prelude import PRELUDE
-from compiler_core.codegen.triton.kernel import HELPERS, MUL_COMBINE
+from compiler_core.codegen.triton.kernel import HELPERS, INTERPRETER_HELPERS, MUL_COMBINE
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime import cache, host
 from compiler_core.runtime.artifacts import CompiledArtifact
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
+from compiler_core.runtime.kernel_errors import error_check, raising_kernel_errors
 
 CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"]
 if platform.machine() in ("x86_64", "AMD64"):
@@ -55,6 +56,8 @@ class LoadedKernels:
     functions: dict = field(repr=False)
     cache_hit: bool
     library_path: Optional[str] = None
+    # Raises eager's error when a kernel flagged one (integer division by zero); None when no kernel can.
+    error_check: Optional[Callable[[], None]] = field(default=None, repr=False)
 
 
 def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGraph) -> LoadedKernels:
@@ -69,11 +72,16 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
             fn.argtypes = [ctypes.c_void_p] * len(k.signature) + [ctypes.c_int]
             fn.restype = None
             functions[k.name] = fn
-        return LoadedKernels(functions, cache_hit, str(library))
+        check = None
+        if any(k.checks_int_div for k in kernels):
+            lib.fc_take_error.restype = ctypes.c_int
+            check = error_check(lib.fc_take_error)
+        return LoadedKernels(functions, cache_hit, str(library), check)
     interpret = graph.device != "cuda"
     loaded, cache_hit = load_triton(kernels, interpret=interpret)
+    check = error_check(loaded["fc_take_error"]) if any(k.checks_int_div for k in kernels) else None
     return LoadedKernels({k.name: _Quiet(loaded[k.name]) if interpret else loaded[k.name] for k in kernels},
-                         cache_hit)
+                         cache_hit, error_check=check)
 
 
 def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,
@@ -89,6 +97,8 @@ def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrap
         else:
             call = CudaGraphRunner(call)
             cudagraph = "used: the host program is replayed as one CUDA graph (captured on the first call)"
+    if loaded.error_check is not None:  # kernels flag errors eager raises (integer division by zero)
+        call = raising_kernel_errors(call, loaded.error_check)
     return CompiledArtifact(call=call, backend=wrapper.backend,
                             kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
                             tuning_log=tuning_log, cache_hit=loaded.cache_hit, library_path=loaded.library_path,
@@ -174,7 +184,8 @@ def triton_module_source(kernels: tuple[KernelSource, ...], interpret: bool) -> 
     header = ["import triton", "import triton.language as tl"]
     if not interpret:
         header.append(_compat.libdevice_import())
-    return "\n".join(header) + "\n" + HELPERS + MUL_COMBINE + "\n\n" + "\n\n\n".join(k.source for k in kernels) + "\n"
+    helpers = HELPERS + MUL_COMBINE + (INTERPRETER_HELPERS if interpret else "")
+    return "\n".join(header) + "\n" + helpers + "\n\n" + "\n\n\n".join(k.source for k in kernels) + "\n"
 
 
 def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:

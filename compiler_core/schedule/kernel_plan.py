@@ -20,7 +20,7 @@ import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, floordiv, mod
-from compiler_core.ir.values import Load, ReductionResult, Value, rebuild, subs_index, walk
+from compiler_core.ir.values import Load, Op, ReductionResult, Value, rebuild, subs_index, walk
 
 
 class PlanError(Exception):
@@ -96,6 +96,9 @@ class Step:
     store_dtype: Optional[torch.dtype] = None
 
 
+INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder")
+
+
 @dataclass(frozen=True)
 class KernelPlan:
     name: str
@@ -117,6 +120,12 @@ class KernelPlan:
     @property
     def rnumel(self) -> int:
         return prod(self.space.r)
+
+    def divides_integers(self) -> bool:
+        """Whether some step divides integers (floordiv, truncdiv, remainder): such a kernel can meet a
+        zero divisor, on which eager PyTorch on the CPU raises."""
+        return any(isinstance(v, Op) and v.op in INTEGER_DIVISION_OPS and not v.dtype.is_floating_point
+                   for step in self.steps for v in walk(step.value))
 
     def phases(self) -> list[tuple[str, list[Step]]]:
         """Steps grouped into ("loop", full steps sharing one pass over r) and ("row", [step]) items,

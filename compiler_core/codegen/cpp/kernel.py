@@ -158,7 +158,8 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
     return KernelSource(name=plan.name, backend="cpp", source="\n".join(lines), signature=signature,
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
-                        config_space=(), origins=plan.origins, kind=kind)
+                        config_space=(), origins=plan.origins, kind=kind,
+                        checks_int_div=plan.divides_integers())
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:

@@ -3,6 +3,11 @@
 Why helpers rather than operators: PyTorch's max/min propagate NaN (std::max does not), integer
 floor division and remainder round toward -inf (C++ truncates), integer division by zero must not
 kill the process with SIGFPE, and bf16 has no native C++ type.
+
+Integer division by zero: eager PyTorch on the CPU raises RuntimeError("ZeroDivisionError"). A kernel
+cannot raise, so the helpers return 0 and set this library's error flag; the runtime reads and
+clears it with `fc_take_error()` after each call of a graph whose kernels divide integers
+(KernelSource.checks_int_div) and raises eager's error.
 """
 
 PRELUDE = r"""
@@ -34,19 +39,27 @@ template <typename T> static inline T minimum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; if (b != b) return b; }
   return a < b ? a : b;
 }
+// Written by any OpenMP thread (relaxed atomic stores: no data race, no ordering needed), read and
+// cleared by fc_take_error() once the graph has run.
+static int error_flag = 0;
+static inline void flag_zero_division() { __atomic_store_n(&error_flag, 1, __ATOMIC_RELAXED); }
 template <typename T> static inline T floordiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::floor(a / b); }
-  else { if (b == 0) return 0; T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q; }
+  else {
+    if (b == 0) { flag_zero_division(); return 0; }
+    T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
+  }
 }
 template <typename T> static inline T truncdiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::trunc(a / b); }
-  else { return b == 0 ? 0 : a / b; }
+  else { if (b == 0) { flag_zero_division(); return 0; } return a / b; }
 }
 template <typename T> static inline T remainder(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
   } else {
-    if (b == 0) return 0; T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
+    if (b == 0) { flag_zero_division(); return 0; }
+    T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
   }
 }
 template <typename T> static inline T sign(T a) {
@@ -90,6 +103,9 @@ static inline float f16_to_float(_Float16 v) { return static_cast<float>(v); }
 static inline _Float16 float_to_f16(float f) { return static_cast<_Float16>(f); }
 static inline float round_f16(float f) { return static_cast<float>(static_cast<_Float16>(f)); }
 }  // namespace fc
+
+// 1 when a kernel divided an integer by zero since the last call; clears the flag.
+extern "C" int fc_take_error() { return __atomic_exchange_n(&fc::error_flag, 0, __ATOMIC_RELAXED); }
 
 // NaN-propagating max/min as OpenMP reductions, so reduction loops still vectorise.
 """

@@ -120,8 +120,19 @@ class TritonPrinter(CSEPrinter):
                 if name == "truncdiv":
                     return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
                 return f"({a[0]} - tl.floor({q}) * {a[1]})"
+            if self.interpret and not _nonzero_constant(v.args[1]):
+                self._check_divisor(a[1])
             return f"_int_{name}({a[0]}, {a[1]})"
         raise NotImplementedError(f"Triton codegen has no primitive {name!r}")
+
+    def _check_divisor(self, divisor: str) -> None:
+        line = f"_check_divisor({divisor}, {self.mask})"
+        if line not in self.lines:  # a divisor already checked in this scope
+            self.lines.append(line)
+
+
+def _nonzero_constant(value: Value) -> bool:
+    return isinstance(value, Constant) and value.value != 0
 
 
 HELPERS = '''
@@ -179,6 +190,29 @@ def _erf_f32(x):
 def _round_half_even(x):
     r = tl.floor(x + 0.5)
     return tl.where((r - x == 0.5) & ((r - 2.0 * tl.floor(r * 0.5)) != 0), r - 1.0, r)
+'''
+
+# Only in interpreter mode, where Python runs the kernels on CPU tensors: eager on the CPU raises
+# RuntimeError("ZeroDivisionError") on an integer division by zero, so kernels note a zero divisor in
+# a live lane here and the runtime raises after the call (fc_take_error, as the C++ prelude has).
+# A GPU kernel cannot call Python: there, as eager CUDA does, no error is raised.
+INTERPRETER_HELPERS = '''
+_fc_error = [0]
+
+
+def _note_zero_division():
+    _fc_error[0] = 1
+
+
+def fc_take_error():
+    error, _fc_error[0] = _fc_error[0], 0
+    return error
+
+
+@triton.jit
+def _check_divisor(b, mask):
+    if tl.max(((b == 0) & mask).to(tl.int32)) > 0:
+        _note_zero_division()
 '''
 
 
@@ -269,8 +303,8 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     lines += ["    " + ln for ln in body]
     return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
-                        xnumel=plan.xnumel,
-                        kind="reduction" if plan.is_reduction else "pointwise")
+                        xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
+                        checks_int_div=interpret and plan.divides_integers())
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
