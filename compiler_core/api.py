@@ -113,7 +113,7 @@ class CompiledFunction:
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
-        self._dynamo_fn = torch.compile(fn, backend=self._backend, dynamic=options.dynamic)
+        self._dynamo_fn = torch.compile(fn, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -149,8 +149,9 @@ class CompiledFunction:
         try:
             return _compat.aot_compile(
                 gm, example_inputs,
-                fw_compiler=functools.partial(self._compile_aten, record=record, session=session),
-                bw_compiler=functools.partial(self._compile_backward, record=record, session=session),
+                fw_compiler=_outside_dynamo(functools.partial(self._compile_aten, record=record, session=session)),
+                bw_compiler=_outside_dynamo(functools.partial(self._compile_backward, record=record,
+                                                              session=session)),
                 decompositions=decomposition_table(),
             )
         except Exception as exc:  # noqa: BLE001 - any failure means: run this graph in eager
@@ -161,7 +162,11 @@ class CompiledFunction:
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:
         record.backward = GraphRecord(captured=record.captured)
-        return self._compile_aten(gm, example_inputs, record.backward, session)
+        compiled = self._compile_aten(gm, example_inputs, record.backward, session)
+        # The autograd engine runs the backward from the user's frame (their `loss.backward()`), where
+        # Dynamo's frame callback may be active. The forward needs no wrapper (and pays none per call):
+        # Dynamo calls every compiled graph through its own torch.compiler.disable.
+        return _compat.boxed(_outside_dynamo(compiled))
 
     def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                       session: CompileSession) -> Callable:
@@ -176,6 +181,12 @@ class CompiledFunction:
                 f"{record.fallback_reason}")
             record.error_traceback = traceback.format_exc()
             return _compat.boxed(lambda args: gm(*args))
+
+
+def _outside_dynamo(fn: Callable) -> Callable:
+    """`fn`, run with Dynamo off: the compiler and its runtime are never traced (ARCHITECTURE.md), so
+    graph breaks and recompiles in a session are always the user's."""
+    return torch.compiler.disable(fn, reason="fcompile's compiler and runtime are not traced")
 
 
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
