@@ -161,7 +161,7 @@ class CompiledFunction:
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:
-        record.backward = GraphRecord(captured=record.captured)
+        record.backward = GraphRecord(captured=record.captured)  # the same user code, its own ATen graph
         compiled = self._compile_aten(gm, example_inputs, record.backward, session)
         # The autograd engine runs the backward from the user's frame (their `loss.backward()`), where
         # Dynamo's frame callback may be active. The forward needs no wrapper (and pays none per call):
@@ -170,6 +170,7 @@ class CompiledFunction:
 
     def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                       session: CompileSession) -> Callable:
+        record.aten_graph = gm
         try:
             return compile_aten_graph(gm, example_inputs, record, self.options)
         except Exception as exc:  # noqa: BLE001

@@ -1,5 +1,6 @@
 """Training through cc.compile: a step that calls loss.backward() is compiled, the compiler itself is
-never traced by Dynamo, and gradients match eager."""
+never traced by Dynamo, gradients match eager, and a backward graph that falls back says which of its
+own ops ran in eager PyTorch."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pytest
 import torch
 
 import compiler_core as cc
+import compiler_core.api
 
 
 class LayerNormSoftmax(torch.nn.Module):
@@ -87,3 +89,35 @@ def test_training_step_is_the_users_only_graph_break(make_model):
     assert not [m for m in logs if "recompile" in m or "compiler_core" in m], logs
     assert not [w for w in caught if "Dynamo" in str(w.message)], [str(w.message) for w in caught]
 
+
+def test_a_backward_that_falls_back_lists_its_own_ops(monkeypatch):
+    real_lower = compiler_core.api.lower
+
+    def lower_forwards_only(prims):
+        if any(n.name.startswith("tangents") for n in prims.graph_module.graph.find_nodes(op="placeholder")):
+            raise NotImplementedError("test: no backward lowering")
+        return real_lower(prims)
+
+    monkeypatch.setattr(compiler_core.api, "lower", lower_forwards_only)
+
+    def fn(x, w):
+        return torch.tanh(x @ w).sum()
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    compiled = cc.compile(fn, backend="cpp")
+    compiled(x, w).backward()
+    fn(x, w2).backward()
+    torch.testing.assert_close(w.grad, w2.grad)
+
+    s = compiled.session
+    forward, backward = s.graphs[0], s.graphs[0].backward
+    assert not forward.fell_back and backward.fell_back and "no backward lowering" in backward.fallback_reason
+    assert s.stats["fallback_graphs"] == 1
+    ops = s.stats["fallback_ops"]
+    # tanh's derivative, 1 - y^2, and the matmul giving w's gradient: the backward's ATen ops...
+    assert "aten.mm.default" in ops and any(op.startswith(("aten.tanh_backward", "aten.mul")) for op in ops), ops
+    # ...not the forward's (its own torch-level or ATen tanh and matmul)
+    assert not [op for op in ops if "tanh.default" in op or op == "aten.sum.default" or "matmul" in op], ops
+    expected = [str(n.target) for n in backward.aten_graph.graph.nodes if n.op == "call_function"]
+    assert ops == expected
