@@ -21,6 +21,7 @@ import torch
 from compiler_core import _compat
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
 from compiler_core.codegen.wrapper import generate_program, host_program
+from compiler_core.compiled_module import CompiledModule
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
@@ -62,11 +63,24 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
         fast = compile(lambda x: torch.softmax(x, -1))
         y = fast(torch.randn(8, 16))
         fast.session.stats["kernel_count"]   # 1
+        m2 = compile(model)                  # an nn.Module again: parameters, state_dict, train/eval...
     """
     options = Options(backend, mode, dynamic)
     if fn is None:
-        return lambda f: CompiledFunction(f, options)
+        return lambda f: _compiled(f, options)
+    return _compiled(fn, options)
+
+
+def _compiled(fn: Callable, options: Options) -> Any:
+    fn = _original(fn)
+    if isinstance(fn, torch.nn.Module):
+        return CompiledModule(fn, CompiledFunction(fn, options))
     return CompiledFunction(fn, options)
+
+
+def _original(fn: Any) -> Any:
+    """Compiling (or explaining) a compiled module compiles the module it wraps, not our wrapper."""
+    return fn._orig_mod if isinstance(fn, CompiledModule) else fn
 
 
 def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
@@ -76,7 +90,7 @@ def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
         s = explain(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
         print(s.graphs[0].schedule.pretty())
     """
-    compiled = CompiledFunction(fn, Options(backend, mode, dynamic))
+    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic))
     if train:
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
