@@ -27,10 +27,18 @@ class CompiledModule(torch.nn.Module):
         self._orig_mod = module  # the one child: .to(), train(), zero_grad(), apply() reach it
         # A plain attribute (not a Module): the CompiledFunction that compiles module's calls.
         self.__dict__["_compiled"] = compiled
-        self.training = module.training
         # Loading as part of a bigger model goes through _load_from_state_dict, not load_state_dict.
         self.register_load_state_dict_pre_hook(_add_prefix)
         self.register_load_state_dict_post_hook(_drop_prefix_from_report)
+
+    @property
+    def training(self) -> bool:  # the original's mode, also after model.eval() on the original itself
+        return self._orig_mod.training
+
+    @training.setter
+    def training(self, mode: bool) -> None:
+        if _ORIG in self.__dict__.get("_modules", {}):  # nn.Module.__init__ sets a default: not ours to keep
+            self._orig_mod.training = mode
 
     @property
     def session(self) -> Any:

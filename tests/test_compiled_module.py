@@ -111,6 +111,8 @@ def test_train_and_eval_reach_the_original_and_recompile():
     assert len(compiled.session.recompiles) == 1  # the mode change failed a guard
     compiled.train()
     assert model.training and not torch.equal(compiled(x), first)
+    model.eval()  # the original's mode is the compiled module's mode
+    assert not compiled.training and torch.equal(compiled(x), first)
 
 
 def test_explain_takes_a_module_or_its_compiled_wrapper():
