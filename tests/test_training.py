@@ -43,14 +43,18 @@ class _Collect(logging.Handler):
 def dynamo_complaints():
     """Warnings and torch WARNING logs (recompile limit, untraceable builtins) raised inside the block."""
     handler = _Collect()
-    logger = logging.getLogger("torch")
-    logger.addHandler(handler)
+    # torch's log setup stops propagation at "torch" and at some of its children (torch._dynamo...).
+    loggers = [logging.getLogger(name) for name, logger in list(logging.root.manager.loggerDict.items())
+               if name.split(".")[0] == "torch" and isinstance(logger, logging.Logger) and not logger.propagate]
+    for logger in loggers:
+        logger.addHandler(handler)
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             yield handler.messages, caught
     finally:
-        logger.removeHandler(handler)
+        for logger in loggers:
+            logger.removeHandler(handler)
 
 
 def ours(filename: str) -> bool:
