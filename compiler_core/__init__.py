@@ -2,10 +2,12 @@
 
     import compiler_core as cc
     fast = cc.compile(fn)              # also usable as @cc.compile
+    m2 = cc.compile(model)             # an nn.Module (CompiledModule) sharing model's parameters
     session = cc.explain(fn, x)        # compile + run once, return the CompileSession
 """
 
 from compiler_core.api import CompiledFunction, CompileError, compile, explain
+from compiler_core.compiled_module import CompiledModule
 from compiler_core.session import CompileSession, GraphRecord
 
-__all__ = ["compile", "explain", "CompiledFunction", "CompileError", "CompileSession", "GraphRecord"]
+__all__ = ["compile", "explain", "CompiledFunction", "CompiledModule", "CompileError", "CompileSession", "GraphRecord"]

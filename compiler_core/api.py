@@ -22,6 +22,7 @@ import torch
 from compiler_core import _compat
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
 from compiler_core.codegen.wrapper import generate_program, host_program
+from compiler_core.compiled_module import CompiledModule
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
@@ -75,11 +76,24 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
         fast = compile(lambda x: torch.softmax(x, -1))
         y = fast(torch.randn(8, 16))
         fast.session.stats["kernel_count"]   # 1
+        m2 = compile(model)                  # an nn.Module again: parameters, state_dict, train/eval...
     """
     options = Options(backend, mode, dynamic, debug=debug)
     if fn is None:
-        return lambda f: CompiledFunction(f, options)
+        return lambda f: _compiled(f, options)
+    return _compiled(fn, options)
+
+
+def _compiled(fn: Callable, options: Options) -> Any:
+    fn = _original(fn)
+    if isinstance(fn, torch.nn.Module):
+        return CompiledModule(fn, CompiledFunction(fn, options))
     return CompiledFunction(fn, options)
+
+
+def _original(fn: Any) -> Any:
+    """Compiling (or explaining) a compiled module compiles the module it wraps, not our wrapper."""
+    return fn._orig_mod if isinstance(fn, CompiledModule) else fn
 
 
 def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
@@ -89,7 +103,7 @@ def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
         s = explain(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
         print(s.graphs[0].schedule.pretty())
     """
-    compiled = CompiledFunction(fn, Options(backend, mode, dynamic))
+    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic))
     if train:
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
@@ -126,7 +140,7 @@ class CompiledFunction:
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
-        self._dynamo_fn = torch.compile(fn, backend=self._backend, dynamic=options.dynamic)
+        self._dynamo_fn = torch.compile(fn, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -163,8 +177,9 @@ class CompiledFunction:
         try:
             return _compat.aot_compile(
                 gm, example_inputs,
-                fw_compiler=functools.partial(self._compile_aten, record=record, session=session),
-                bw_compiler=functools.partial(self._compile_backward, record=record, session=session),
+                fw_compiler=_outside_dynamo(functools.partial(self._compile_aten, record=record, session=session)),
+                bw_compiler=_outside_dynamo(functools.partial(self._compile_backward, record=record,
+                                                              session=session)),
                 decompositions=decomposition_table(),
             )
         except Exception as exc:  # noqa: BLE001 - any failure means: run this graph in eager
@@ -174,11 +189,16 @@ class CompiledFunction:
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:
-        record.backward = GraphRecord(captured=record.captured)
-        return self._compile_aten(gm, example_inputs, record.backward, session)
+        record.backward = GraphRecord(captured=record.captured)  # the same user code, its own ATen graph
+        compiled = self._compile_aten(gm, example_inputs, record.backward, session)
+        # The autograd engine runs the backward from the user's frame (their `loss.backward()`), where
+        # Dynamo's frame callback may be active. The forward needs no wrapper (and pays none per call):
+        # Dynamo calls every compiled graph through its own torch.compiler.disable.
+        return _compat.boxed(_outside_dynamo(compiled))
 
     def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                       session: CompileSession) -> Callable:
+        record.aten_graph = gm
         try:
             return compile_aten_graph(gm, example_inputs, record, self.options)
         except Exception as exc:  # noqa: BLE001
@@ -191,6 +211,12 @@ class CompiledFunction:
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch{why}")
             record.error_traceback = traceback.format_exc()
             return _compat.boxed(lambda args: gm(*args))
+
+
+def _outside_dynamo(fn: Callable) -> Callable:
+    """`fn`, run with Dynamo off: the compiler and its runtime are never traced (ARCHITECTURE.md), so
+    graph breaks and recompiles in a session are always the user's."""
+    return torch.compiler.disable(fn, reason="fcompile's compiler and runtime are not traced")
 
 
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,

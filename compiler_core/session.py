@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Optional
 
+import torch
+
 from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.decomp.artifacts import PrimGraph
@@ -18,6 +20,9 @@ class GraphRecord:
     """The artifacts of one captured graph, filled in as the pipeline runs (None if not reached)."""
 
     captured: CapturedGraph
+    # The ATen graph AOTAutograd handed our compiler (the forward's, or the backward's own): what runs
+    # in eager PyTorch if our compiler fails. None when AOT tracing itself failed.
+    aten_graph: Optional[torch.fx.GraphModule] = field(default=None, repr=False)
     joint: object = None  # JointGraph (training; later stage)
     partition: object = None  # Partition (training; later stage)
     prims: Optional[PrimGraph] = None
@@ -84,8 +89,9 @@ class CompileSession:
         fallback_ops: list[str] = []
         extern_calls = 0
         for g in self.all_records():
-            if g.fell_back:
-                fallback_ops += [str(n.target) for n in g.captured.graph_module.graph.nodes
+            if g.fell_back:  # every op of the graph that ran in eager: a backward lists its own ops
+                ran = g.aten_graph if g.aten_graph is not None else g.captured.graph_module
+                fallback_ops += [str(n.target) for n in ran.graph.nodes
                                  if n.op in ("call_function", "call_method", "call_module")]
             elif g.loops is not None:
                 for n in g.loops.nodes:

@@ -108,3 +108,23 @@ def test_unload_extension(shell):
     shell.run_cell("%unload_ext explorer")
     assert shell.find_cell_magic("fcompile") is None
     assert shell.find_line_magic("fcompile") is None
+
+
+def test_a_training_cell_breaks_only_at_its_backward(shell):
+    shell.run_cell("torch.manual_seed(0)\nmodel = torch.nn.Sequential(torch.nn.Linear(32, 8), torch.nn.GELU())\n"
+                   "import copy\nreference = copy.deepcopy(model)")
+    result = shell.run_cell("%%fcompile --no-view --backend cpp\n"
+                            "loss = model(x).square().mean()\n"
+                            "loss.backward()\n"
+                            "loss")
+    assert result.success, result.error_in_exec
+    ns = shell.user_ns
+    expected = ns["reference"](ns["x"]).square().mean()
+    expected.backward()
+    torch.testing.assert_close(result.result, expected)
+    for p, q in zip(ns["model"].parameters(), ns["reference"].parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    (_, _, compiled), = magics(shell)._compiled.values()
+    breaks = compiled.session.breaks
+    assert [(b.filename.startswith("<fcompile cell"), b.lineno) for b in breaks] == [(True, 2)], breaks
+    assert compiled.session.recompiles == [] and compiled.session.stats["graphs"] == 1

@@ -1,67 +1,127 @@
-"""Training through compiled modules: one step (forward, backward, optimizer) matches eager, and
-the backward graph compiles rather than running in eager PyTorch."""
+"""Training through cc.compile: a step that calls loss.backward() is compiled, the compiler itself is
+never traced by Dynamo, gradients match eager, and a backward graph that falls back says which of its
+own ops ran in eager PyTorch."""
 
+from __future__ import annotations
+
+import contextlib
 import copy
+import logging
+import warnings
 
 import pytest
 import torch
-import torch.nn as nn
 
 import compiler_core as cc
-
-# aten.convolution_backward returns None for each gradient its output_mask turns off (no bias, or an
-# input that needs no gradient): the extern call must accept those (it once refused them, and the
-# whole backward graph ran in eager).
+import compiler_core.api
 
 
-def _eager_step(model, x):
-    opt = torch.optim.SGD(model.parameters(), lr=0.1)
-    out = model(x)
-    out.square().mean().backward()
-    grads = {n: p.grad.clone() for n, p in model.named_parameters()}
-    opt.step()
-    return out, grads
+class LayerNormSoftmax(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(12, 16)
+        self.norm = torch.nn.LayerNorm(16)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(self.norm(self.proj(x)), -1) * x.mean()
 
 
-def _compare_one_step(model, x):
-    """One SGD step in eager and one compiled, from the same weights; returns the compiled session."""
-    eager_model, ours_model = model, copy.deepcopy(model)
-    x_eager, x_ours = (x.detach().clone().requires_grad_(x.requires_grad) for _ in range(2))
-    expected, expected_grads = _eager_step(eager_model, x_eager)
-    compiled = cc.compile(ours_model)
-    opt = torch.optim.SGD(ours_model.parameters(), lr=0.1)
-    actual = compiled(x_ours)
-    actual.square().mean().backward()
-    torch.testing.assert_close(actual, expected)
-    assert set(expected_grads) == {n for n, p in ours_model.named_parameters() if p.grad is not None}
-    for name, p in ours_model.named_parameters():
-        torch.testing.assert_close(p.grad, expected_grads[name], msg=f"gradient of {name}")
-    if x.requires_grad:
-        assert x_ours.grad is not None
-        torch.testing.assert_close(x_ours.grad, x_eager.grad)
-    opt.step()
-    for (name, a), b in zip(ours_model.state_dict().items(), eager_model.state_dict().values()):
-        torch.testing.assert_close(a, b, msg=f"{name} after the step")  # weights and BN running stats
-    return compiled.session
+def mlp() -> torch.nn.Module:
+    return torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.GELU(), torch.nn.Linear(16, 4))
 
 
-def test_conv_batchnorm_relu_training_step_compiles_its_backward():
+class _Collect(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.messages: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.messages.append(record.getMessage())
+
+
+@contextlib.contextmanager
+def dynamo_complaints():
+    """Warnings and torch WARNING logs (recompile limit, untraceable builtins) raised inside the block."""
+    handler = _Collect()
+    # torch's log setup stops propagation at "torch" and at some of its children (torch._dynamo...).
+    loggers = [logging.getLogger(name) for name, logger in list(logging.root.manager.loggerDict.items())
+               if name.split(".")[0] == "torch" and isinstance(logger, logging.Logger) and not logger.propagate]
+    for logger in loggers:
+        logger.addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            yield handler.messages, caught
+    finally:
+        for logger in loggers:
+            logger.removeHandler(handler)
+
+
+def ours(filename: str) -> bool:
+    return "compiler_core" in filename or "<fcompile" in filename
+
+
+@pytest.mark.parametrize("make_model", [mlp, LayerNormSoftmax], ids=["mlp", "layernorm_softmax"])
+def test_training_step_is_the_users_only_graph_break(make_model):
     torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
-                          nn.Conv2d(8, 4, 3, stride=2), nn.ReLU())
-    s = _compare_one_step(model, torch.randn(2, 3, 10, 10))
-    assert s.stats["fallback_graphs"] == 0, s.messages
-    assert s.graphs[0].backward is not None and not s.graphs[0].backward.fell_back
+    model = make_model()
+    reference = copy.deepcopy(model)
+
+    def step(x):
+        loss = model(x).sum()
+        loss.backward()
+        return loss
+
+    compiled = cc.compile(step, backend="cpp")
+    x = torch.randn(6, 12)
+    with dynamo_complaints() as (logs, caught):
+        for _ in range(3):  # gradients accumulate over the steps, in both
+            loss = compiled(x)
+            expected = reference(x).sum()
+            expected.backward()
+            torch.testing.assert_close(loss, expected)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad)
+    session = compiled.session
+    assert [b.filename for b in session.breaks] == [__file__]  # the user's loss.backward()
+    assert "backward" in session.breaks[0].reason
+    assert not [b for b in session.breaks if ours(b.filename)]
+    assert session.recompiles == []
+    assert session.stats["graphs"] == 1  # none of our own code was captured as a graph
+    backward = session.graphs[0].backward
+    assert backward is not None and not backward.fell_back and backward.kernels
+    assert not [m for m in logs if "recompile" in m or "compiler_core" in m], logs
+    assert not [w for w in caught if "Dynamo" in str(w.message)], [str(w.message) for w in caught]
 
 
-@pytest.mark.parametrize("bias,input_grad", [
-    pytest.param(False, True, id="no_bias"),  # output_mask (True, True, False)
-    pytest.param(True, False, id="input_needs_no_grad"),  # (False, True, True)
-    pytest.param(False, False, id="weight_grad_only"),  # (False, True, False)
-    pytest.param(True, True, id="all_gradients"),  # (True, True, True): every result is a tensor
-])
-def test_conv_backward_with_output_mask(bias, input_grad):
-    torch.manual_seed(0)
-    model = nn.Sequential(nn.Conv2d(3, 4, 3, bias=bias), nn.Tanh())
-    s = _compare_one_step(model, torch.randn(2, 3, 7, 7).requires_grad_(input_grad))
-    assert s.stats["fallback_graphs"] == 0, s.messages
+def test_a_backward_that_falls_back_lists_its_own_ops(monkeypatch):
+    real_lower = compiler_core.api.lower
+
+    def lower_forwards_only(prims):
+        if any(n.name.startswith("tangents") for n in prims.graph_module.graph.find_nodes(op="placeholder")):
+            raise NotImplementedError("test: no backward lowering")
+        return real_lower(prims)
+
+    monkeypatch.setattr(compiler_core.api, "lower", lower_forwards_only)
+
+    def fn(x, w):
+        return torch.tanh(x @ w).sum()
+
+    x, w = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    compiled = cc.compile(fn, backend="cpp")
+    compiled(x, w).backward()
+    fn(x, w2).backward()
+    torch.testing.assert_close(w.grad, w2.grad)
+
+    s = compiled.session
+    forward, backward = s.graphs[0], s.graphs[0].backward
+    assert not forward.fell_back and backward.fell_back and "no backward lowering" in backward.fallback_reason
+    assert s.stats["fallback_graphs"] == 1
+    ops = s.stats["fallback_ops"]
+    # tanh's derivative, 1 - y^2, and the matmul giving w's gradient: the backward's ATen ops...
+    assert "aten.mm.default" in ops and any(op.startswith(("aten.tanh_backward", "aten.mul")) for op in ops), ops
+    # ...not the forward's (its own torch-level or ATen tanh and matmul)
+    assert not [op for op in ops if "tanh.default" in op or op == "aten.sum.default" or "matmul" in op], ops
+    expected = [str(n.target) for n in backward.aten_graph.graph.nodes if n.op == "call_function"]
+    assert ops == expected
