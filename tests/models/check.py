@@ -136,6 +136,7 @@ def cast_case(case: ZooCase, dtype: torch.dtype) -> ZooCase:
     return ZooCase(model, inputs, case.loss)
 
 
+@torch.no_grad()  # an inference graph, as users run one (and as the table times it)
 def run_inference(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -> ZooRun:
     reference = entry.build(size, device, torch.float32, mask=mask)
     case = cast_case(reference, dtype)

@@ -333,3 +333,50 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("whisper_encoder", whisper_encoder, takes_mask=False),
     )
 }
+
+
+# ---- GPU-table extras: torchvision and timm ------------------------------------------------------
+# Not in the CPU tests: torchvision and timm need a torch build they match, which the GPU machine
+# has and the CPU machine's torch 2.13 does not. A builder raises ImportError where they are missing.
+
+def _classifier_case(model: torch.nn.Module, size: str, device, dtype) -> ZooCase:
+    s = SIZES[size]
+    model = _finish(model, device, dtype)
+    inputs = {"x": _random(torch.Generator().manual_seed(SEED), (s.batch, 3, s.image, s.image), device, dtype)}
+    with torch.no_grad():
+        logits_shape = tuple(model(**inputs).shape)
+    probe = _random(torch.Generator().manual_seed(SEED + 1), logits_shape, device, dtype)
+    return ZooCase(model, inputs, lambda out: (out.float() * probe.float()).mean())
+
+
+def torchvision_resnet18(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    import torchvision
+
+    torch.manual_seed(SEED)
+    return _classifier_case(torchvision.models.resnet18(weights=None), size, device, dtype)
+
+
+def torchvision_resnet50(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    import torchvision
+
+    torch.manual_seed(SEED)
+    return _classifier_case(torchvision.models.resnet50(weights=None), size, device, dtype)
+
+
+def timm_efficientnet_b0(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    import timm
+
+    torch.manual_seed(SEED)
+    # Depthwise convolutions, SiLU, squeeze-and-excitation; drop rates 0 for determinism.
+    model = timm.create_model("efficientnet_b0", pretrained=False, drop_rate=0.0, drop_path_rate=0.0)
+    return _classifier_case(model, size, device, dtype)
+
+
+EXTRA: dict[str, ZooEntry] = {
+    e.name: e
+    for e in (
+        ZooEntry("tv_resnet18", torchvision_resnet18, takes_mask=False),
+        ZooEntry("tv_resnet50", torchvision_resnet50, takes_mask=False),
+        ZooEntry("timm_efficientnet_b0", timm_efficientnet_b0, takes_mask=False),
+    )
+}
