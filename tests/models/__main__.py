@@ -1,0 +1,88 @@
+"""`python -m tests.models`: the model-zoo table, ours vs eager and vs Inductor, per model and mode.
+
+    python -m tests.models --device cuda --dtype fp32,bf16 --json zoo-cuda.json   # realistic sizes
+    python -m tests.models --device cpu --size small --only gpt2,bert              # the CPU tests' sizes
+
+Run from the repository root (so `tests` and this checkout's `compiler_core` are importable).
+Progress goes to stderr as each row finishes; notes (errors, fallbacks) and then the table are printed
+last, on stdout.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import sys
+
+# Before compiler_core is imported, as in the tests: memory checking on unless the caller chose.
+os.environ.setdefault("FCOMPILE_DEBUG", "memory")
+
+import torch  # noqa: E402
+
+from .table import DTYPES, format_notes, format_table, zoo_row  # noqa: E402
+from .zoo import EXTRA, ZOO  # noqa: E402
+
+MODES = ("inference", "training")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tests.models", description=__doc__.splitlines()[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--dtype", default="fp32", help="comma-separated: fp32,bf16")
+    parser.add_argument("--size", choices=("small", "large"), help="default: large on cuda, small on cpu")
+    parser.add_argument("--only", help="comma-separated model names (default: all)")
+    parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: inference,training")
+    parser.add_argument("--mask", choices=("both", "with", "without"), default="both",
+                        help="for models with an attention mask")
+    parser.add_argument("--repeats", type=int, default=10, help="timed samples per contender")
+    parser.add_argument("--json", help="also write the rows to this file")
+    args = parser.parse_args(argv)
+
+    size = args.size or ("large" if args.device == "cuda" else "small")
+    entries = {**ZOO, **EXTRA}
+    names = args.only.split(",") if args.only else list(entries)
+    unknown = [n for n in names if n not in entries]
+    if unknown:
+        parser.error(f"unknown models {unknown}; known: {', '.join(entries)}")
+    dtypes = [DTYPES[d] for d in args.dtype.split(",")]
+    modes = args.modes.split(",")
+    masks = {"both": (True, False), "with": (True,), "without": (False,)}[args.mask]
+
+    rows = []
+    for name in names:
+        entry = entries[name]
+        for dtype in dtypes:
+            for mask in masks if entry.takes_mask else (None,):
+                for mode in modes:
+                    row = zoo_row(entry, size, args.device, dtype, mask, mode, args.repeats)
+                    rows.append(row)
+                    print(f"[zoo] {name} {row['dtype']} {row['mask']} {mode}: {row['status']}"
+                          f" {row.get('note') or ''}", file=sys.stderr, flush=True)
+
+    if args.json:
+        machine = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
+        with open(args.json, "w") as f:
+            json.dump({"device": args.device, "machine": machine, "date": datetime.date.today().isoformat(),
+                       "torch": torch.__version__, "transformers": _version("transformers"), "size": size,
+                       "rows": rows}, f, indent=1)
+    notes = format_notes(rows)
+    if notes:
+        print(notes + "\n")
+    print(format_table(rows))
+    return 0
+
+
+def _version(package: str) -> str | None:
+    try:
+        from importlib.metadata import version
+
+        return version(package)
+    except Exception:  # noqa: BLE001
+        return None
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,175 @@
+"""Run one zoo model eagerly and through compiler_core, and compare what came out.
+
+Shared by the pytest tests (CPU, fp32) and the table command (any device, fp32 or bf16):
+
+    run = run_inference(ZOO["bert"], "small", "cpu", torch.float32, mask=True)
+    assert run.match.ok, run.match.describe()
+    assert not run.fallbacks, run.fallbacks
+
+The reference is always eager PyTorch in fp32 on the same weights. In bf16 the compiled model and
+an eager bf16 copy are both measured against it, so "ours" can be judged against what eager bf16
+itself achieves rather than against an fp32 tolerance it could never meet.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass
+from typing import Any, Optional
+
+import torch
+
+import compiler_core as cc
+
+from .zoo import ZooCase, ZooEntry
+
+# Allowed error = ATOL + RTOL * max|reference|, per tensor. fp32 differs from eager only by the
+# order of floating-point sums (fused reductions, other blockings), far below 1e-4 of the magnitude
+# on these sizes; a logit off by one is off by ~1e4 of that budget.
+TOLERANCES = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (3e-2, 1e-3)}
+# bf16 passes when ours is within this factor of eager bf16's own error (both against fp32).
+BF16_SLACK = 2.0
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """The worst tensor of a group (outputs, or gradients by parameter name) against the reference."""
+
+    worst: str  # name of the tensor with the largest error relative to its allowance
+    max_err: float  # its max |ours - reference|
+    scale: float  # its max |reference|
+    ratio: float  # max_err / allowed; <= 1 passes
+    count: int  # how many tensors were compared
+    problem: str = ""  # a structural mismatch (missing tensor, shape), which fails regardless
+
+    @property
+    def ok(self) -> bool:
+        return not self.problem and self.ratio <= 1.0
+
+    def describe(self) -> str:
+        if self.problem:
+            return self.problem
+        return (f"worst of {self.count}: {self.worst} max err {self.max_err:.3g} (max |ref| {self.scale:.3g}, "
+                f"{self.ratio:.3g}x the allowed error)")
+
+
+def named_tensors(value: Any, prefix: str = "out") -> dict[str, torch.Tensor]:
+    """The floating-point tensors inside a model output (ModelOutput, tuple, dict), by path."""
+    if isinstance(value, torch.Tensor):
+        return {prefix: value} if value.is_floating_point() else {}
+    if isinstance(value, dict):  # ModelOutput is an OrderedDict of its non-None fields
+        items = value.items()
+    elif isinstance(value, (list, tuple)):
+        items = enumerate(value)
+    else:
+        return {}
+    found: dict[str, torch.Tensor] = {}
+    for key, v in items:
+        found.update(named_tensors(v, f"{prefix}.{key}"))
+    return found
+
+
+def compare(ours: dict[str, Optional[torch.Tensor]], ref: dict[str, Optional[torch.Tensor]],
+            dtype: torch.dtype) -> Comparison:
+    """Compare tensors by name; None stands for zeros (a gradient autograd never produced)."""
+    rtol, atol = TOLERANCES[dtype]
+    if set(ours) != set(ref):
+        return Comparison("", math.inf, 0.0, math.inf, 0,
+                          problem=f"different tensors: only ours {sorted(set(ours) - set(ref))}, "
+                                  f"only reference {sorted(set(ref) - set(ours))}")
+    worst = Comparison("", 0.0, 0.0, 0.0, len(ref))
+    for name, r in ref.items():
+        o = ours[name]
+        if r is None and o is None:
+            continue
+        r = torch.zeros_like(o) if r is None else r
+        o = torch.zeros_like(r) if o is None else o
+        if o.shape != r.shape:
+            return Comparison(name, math.inf, 0.0, math.inf, len(ref),
+                              problem=f"{name}: shape {tuple(o.shape)}, reference {tuple(r.shape)}")
+        o, r = o.detach().double(), r.detach().double()
+        err = (o - r).abs().max().item() if o.numel() else 0.0
+        if math.isnan(err) or (o.isnan() != r.isnan()).any().item():
+            err = math.inf  # a NaN the reference does not have is the worst mismatch there is
+        scale = r.abs().max().item() if r.numel() else 0.0
+        ratio = err / (atol + rtol * scale)
+        if ratio > worst.ratio or not worst.worst:
+            worst = Comparison(name, err, scale, ratio, len(ref))
+    return worst
+
+
+def fallbacks(session) -> list[str]:
+    """Why each graph of the session ran in eager PyTorch instead (empty: none did)."""
+    reasons = []
+    for g in session.graphs:
+        for record, part in ((g, "forward"), (g.backward, "backward")):
+            if record is not None and record.fell_back:
+                reasons.append(f"graph {g.captured.index} {part}: {record.fallback_reason}")
+    return reasons
+
+
+@dataclass
+class ZooRun:
+    """One model, one mode: how ours and eager (in the run's dtype) compare with the fp32 reference."""
+
+    match: Comparison  # outputs (inference) or loss + gradients + buffers (training), ours vs reference
+    eager_match: Optional[Comparison]  # eager in the run's dtype vs the fp32 reference (bf16 runs only)
+    session: Any  # the CompileSession of the compiled call
+    fallbacks: list[str]
+    compiled: Any  # the compiled callable, for timing
+    case: ZooCase  # the model in the run's dtype with its inputs
+
+    @property
+    def ok(self) -> bool:
+        if self.eager_match is None:
+            return self.match.ok
+        # bf16: within the bf16 tolerance, or not much worse than eager bf16 is.
+        return self.match.ok or self.match.max_err <= BF16_SLACK * self.eager_match.max_err
+
+
+def cast_case(case: ZooCase, dtype: torch.dtype) -> ZooCase:
+    """A copy of the case in `dtype` (same weights, rounded), floating inputs cast too."""
+    model = copy.deepcopy(case.model).to(dtype)
+    inputs = {k: v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+              for k, v in case.inputs.items()}
+    return ZooCase(model, inputs, case.loss)
+
+
+@torch.no_grad()  # an inference graph, as users run one (and as the table times it)
+def run_inference(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -> ZooRun:
+    reference = entry.build(size, device, torch.float32, mask=mask)
+    case = cast_case(reference, dtype)
+    expected = named_tensors(reference.model(**reference.inputs))
+    eager_match = None
+    if dtype != torch.float32:
+        eager_match = compare(named_tensors(case.model(**case.inputs)), expected, dtype)
+    compiled = cc.compile(case.model)
+    got = named_tensors(compiled(**case.inputs))
+    return ZooRun(compare(got, expected, dtype), eager_match, compiled.session, fallbacks(compiled.session),
+                  compiled, case)
+
+
+def train_step(model, call, case: ZooCase) -> dict[str, Optional[torch.Tensor]]:
+    """One forward + backward in training mode; the loss, every parameter's gradient and every buffer
+    afterwards (BatchNorm's running statistics change in the step), by name."""
+    model.train()
+    model.zero_grad(set_to_none=True)
+    loss = case.loss(call(**case.inputs))
+    loss.backward()
+    state = {"loss": loss.detach().float()}
+    state.update({f"grad:{n}": p.grad for n, p in model.named_parameters() if p.requires_grad})
+    state.update({f"buffer:{n}": b for n, b in model.named_buffers() if b.is_floating_point()})
+    return state
+
+
+def run_training(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -> ZooRun:
+    reference = entry.build(size, device, torch.float32, mask=mask)
+    case = cast_case(reference, dtype)  # a deep copy: the reference's weights and buffers stay its own
+    eager = cast_case(reference, dtype) if dtype != torch.float32 else None
+    expected = train_step(reference.model, reference.model, reference)
+    eager_match = None if eager is None else compare(train_step(eager.model, eager.model, eager), expected, dtype)
+    compiled = cc.compile(case.model)
+    got = train_step(case.model, compiled, case)
+    return ZooRun(compare(got, expected, dtype), eager_match, compiled.session, fallbacks(compiled.session),
+                  compiled, case)

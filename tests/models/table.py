@@ -1,0 +1,129 @@
+"""One row of the zoo table: correctness against fp32 eager, compiler statistics, time vs eager and Inductor.
+
+    rows = [zoo_row(ZOO["llama"], "large", "cuda", torch.bfloat16, mask=True, mode="training", repeats=10)]
+    print(format_table(rows))
+
+Timing uses the bench's round-robin loop (CUDA events on GPU): eager, Inductor and ours alternate,
+so a slow spell of the machine hits all three; ratios are of medians. A row never raises: an error
+(ours or Inductor's) is recorded in the row and the next model runs.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+from typing import Any, Callable, Optional
+
+import torch
+
+from compiler_core.bench.timing import time_interleaved
+
+from .check import ZooRun, run_inference, run_training
+from .zoo import ZooCase, ZooEntry
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
+
+
+def _step(call: Callable, model: torch.nn.Module, case: ZooCase, mode: str) -> Callable[[], Any]:
+    """What one timed sample runs: a no-grad forward, or forward + loss + backward."""
+    if mode == "inference":
+        def infer():
+            with torch.no_grad():
+                return call(**case.inputs)
+        return infer
+
+    def train():
+        model.zero_grad(set_to_none=True)
+        case.loss(call(**case.inputs)).backward()
+    return train
+
+
+def _timings(run: ZooRun, device: str, mode: str, repeats: int) -> tuple[dict, Optional[str]]:
+    case = run.case
+    model = case.model.train(mode == "training")
+    # Inductor gets its own copy of the weights, so its compiled graphs and ours never share state.
+    inductor_model = copy.deepcopy(model)
+    inductor = torch.compile(inductor_model)
+    fns = {"eager": _step(model, model, case, mode), "ours": _step(run.compiled, model, case, mode)}
+    note = None
+    try:
+        _step(inductor, inductor_model, case, mode)()  # compile outside the timed loop
+        fns["inductor"] = _step(inductor, inductor_model, case, mode)
+    except Exception as exc:  # noqa: BLE001 - Inductor failing is a fact for the table, not our failure
+        note = f"Inductor failed: {type(exc).__name__}: {_first_line(exc)}"
+    return time_interleaved(fns, device, repeats), note
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return text[0][:200] if text else ""
+
+
+def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: Optional[bool], mode: str,
+            repeats: int) -> dict:
+    """Everything the table and the JSON say about one model in one configuration."""
+    dtype_name = next(k for k, v in DTYPES.items() if v == dtype)
+    row: dict[str, Any] = {"model": entry.name, "device": device, "dtype": dtype_name, "size": size,
+                           "mask": "-" if mask is None else ("mask" if mask else "no mask"), "mode": mode}
+    torch._dynamo.reset()
+    try:
+        run = (run_inference if mode == "inference" else run_training)(entry, size, device, dtype, bool(mask))
+    except ImportError as exc:
+        return {**row, "status": "skipped", "note": f"not importable: {exc}"}
+    except Exception as exc:  # noqa: BLE001
+        return {**row, "status": "error", "note": f"{type(exc).__name__}: {_first_line(exc)}"}
+    stats = run.session.stats
+    row.update(status="ok" if run.ok and not run.fallbacks else ("mismatch" if not run.ok else "fallback"),
+               max_err=run.match.max_err, worst=run.match.worst,
+               eager_err=None if run.eager_match is None else run.eager_match.max_err,
+               kernels=stats["kernel_count"], extern_calls=stats["extern_calls"],
+               fallback_ops=len(stats["fallback_ops"]), graph_breaks=stats["graph_breaks"],
+               fallback_graphs=stats["fallback_graphs"], note="; ".join(run.fallbacks))
+    try:
+        ms, inductor_note = _timings(run, device, mode, repeats)
+    except Exception as exc:  # noqa: BLE001 - ours may compile and then fail when called again
+        ms, inductor_note = {}, f"timing failed: {type(exc).__name__}: {_first_line(exc)}"
+    row.update({f"{k}_ms": v for k, v in ms.items()})
+    if "ours" in ms:
+        row["vs_eager"] = ms["ours"] / ms["eager"]
+        row["vs_inductor"] = ms["ours"] / ms["inductor"] if "inductor" in ms else None
+    if inductor_note:
+        row["note"] = "; ".join(filter(None, [row["note"], inductor_note]))
+    del run
+    gc.collect()
+    if device == "cuda":
+        torch.cuda.empty_cache()
+    return row
+
+
+COLUMNS = [  # (header, row key, format)
+    ("model", "model", "{}"), ("device", "device", "{}"), ("dtype", "dtype", "{}"), ("mask", "mask", "{}"),
+    ("mode", "mode", "{}"), ("match", "status", "{}"), ("max err", "max_err", "{:.2e}"),
+    ("eager-bf16 err", "eager_err", "{:.2e}"), ("kernels", "kernels", "{}"), ("externs", "extern_calls", "{}"),
+    ("fallback ops", "fallback_ops", "{}"), ("breaks", "graph_breaks", "{}"),
+    ("fallback graphs", "fallback_graphs", "{}"), ("vs eager", "vs_eager", "{:.2f}x"),
+    ("vs Inductor", "vs_inductor", "{:.2f}x"),
+]
+
+
+def format_table(rows: list[dict]) -> str:
+    """A fixed-width table, one line per row; a blank cell is a value the row does not have."""
+    cells = [[h for h, _, _ in COLUMNS]]
+    for row in rows:
+        cells.append([fmt.format(row[key]) if row.get(key) is not None else "" for _, key, fmt in COLUMNS])
+    widths = [max(len(line[i]) for line in cells) for i in range(len(COLUMNS))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(line, widths)).rstrip() for line in cells]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def format_notes(rows: list[dict]) -> str:
+    """Errors, skips, fallback reasons and the worst tensor of each mismatch, one line per row."""
+    lines = []
+    for row in rows:
+        what = row.get("note") or ""
+        if row.get("status") == "mismatch":
+            what = f"worst: {row['worst']}" + (f"; {what}" if what else "")
+        if what:
+            lines.append(f"{row['model']} {row['dtype']} {row['mask']} {row['mode']}: {what}")
+    return "\n".join(lines)

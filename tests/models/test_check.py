@@ -1,0 +1,48 @@
+"""The zoo's comparison is only as good as its tolerance: these pin down what it must catch."""
+
+import math
+
+import torch
+
+from .check import compare, named_tensors
+
+
+def test_one_logit_off_by_one_fails():
+    ref = torch.randn(2, 12, 97)
+    ours = ref.clone()
+    ours[1, 3, 40] += 1.0
+    result = compare({"logits": ours}, {"logits": ref}, torch.float32)
+    assert not result.ok
+    assert math.isclose(result.max_err, 1.0, rel_tol=1e-5)
+
+
+def test_reordered_sums_pass():
+    # What a fused kernel legitimately changes: the order of a float32 reduction.
+    x = torch.randn(64, 512)
+    ref = x.sum(-1)
+    ours = x.view(64, 8, 64).sum(-1).sum(-1)
+    assert compare({"s": ours}, {"s": ref}, torch.float32).ok
+
+
+def test_worst_gradient_is_named():
+    grads = {"a.weight": torch.ones(4), "b.bias": torch.full((3,), 0.01)}
+    ours = {"a.weight": torch.ones(4) + 1e-7, "b.bias": torch.tensor([0.01, 0.02, 0.01])}
+    result = compare(ours, grads, torch.float32)
+    assert not result.ok
+    assert result.worst == "b.bias"
+    assert math.isclose(result.max_err, 0.01, rel_tol=1e-5)
+    assert "b.bias" in result.describe()
+
+
+def test_nan_missing_and_none_gradients():
+    ref = {"w": torch.zeros(3), "unused": None}
+    assert compare({"w": torch.zeros(3), "unused": torch.zeros(2)}, ref, torch.float32).ok  # None == zeros
+    assert not compare({"w": torch.tensor([0.0, math.nan, 0.0]), "unused": None}, ref, torch.float32).ok
+    assert not compare({"w": torch.zeros(3)}, ref, torch.float32).ok  # a tensor went missing
+
+
+def test_named_tensors_walks_model_outputs():
+    out = {"logits": torch.ones(2), "hidden": (torch.zeros(1), torch.arange(3))}
+    found = named_tensors(out)
+    assert sorted(found) == ["out.hidden.0", "out.logits"]  # integer tensors are not compared
+    assert torch.equal(found["out.logits"], torch.ones(2))
