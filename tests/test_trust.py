@@ -212,3 +212,18 @@ def test_training_step_whose_saved_tensors_are_named_view():
     assert record.backward is not None and not record.backward.fell_back, record.backward.fallback_reason
     saved = [b.name for b in record.backward.loops.inputs]
     assert any(name.startswith("view") for name in saved), saved
+
+
+def test_extern_result_with_another_dtype_than_promised_is_converted():
+    # On the CPU, _native_batch_norm_legit_functional returns bf16 running stats where torch's
+    # metadata says fp32; the kernel after it read bf16 bytes as floats (running_mean off by 1e24).
+    torch.manual_seed(0)
+    bn = torch.nn.BatchNorm1d(4).to(torch.bfloat16).train()
+    reference = __import__("copy").deepcopy(bn)
+    x = torch.randn(8, 4, dtype=torch.bfloat16)
+    out = cc.compile(bn, backend="cpp")(x)
+    expected = reference(x)
+    torch.testing.assert_close(out, expected, rtol=2e-2, atol=2e-2)
+    torch.testing.assert_close(bn.running_mean, reference.running_mean, rtol=2e-2, atol=1e-2)
+    torch.testing.assert_close(bn.running_var, reference.running_var, rtol=2e-2, atol=1e-2)
+    assert host.ensure_layout(torch.ones(3, dtype=torch.bfloat16), (3,), (1,), torch.float32).dtype == torch.float32

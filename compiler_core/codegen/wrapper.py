@@ -234,7 +234,8 @@ class _Printer:
             lines.append("del _results")
         for b in s.slots:
             if b is not None:
-                lines.append(f"{local(b.name)} = rt.ensure_layout({local(b.name)}, {b.layout.size}, {b.layout.stride})")
+                lines.append(f"{local(b.name)} = rt.ensure_layout({local(b.name)}, {b.layout.size}, {b.layout.stride}, "
+                             f"{b.dtype})")
         return lines
 
     def value(self, v: ViewRef) -> str:

@@ -27,11 +27,14 @@ def view(base: torch.Tensor, size: tuple, stride: tuple, offset: int) -> torch.T
     return base.as_strided(size, stride, base.storage_offset() + offset)
 
 
-def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple) -> torch.Tensor:
-    """Extern calls usually return the strides torch's metadata promised; copy when they do not."""
-    if tuple(t.stride()) == tuple(stride) or t.numel() <= 1:
+def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
+    """Extern calls usually return the dtype and strides torch's metadata promised; copy when they do
+    not.  The kernels after them are compiled for the promised ones: `_native_batch_norm_legit_functional`
+    on the CPU returns bf16 running stats where the metadata says fp32, and a kernel reading those
+    bytes as floats computes garbage."""
+    if t.dtype == dtype and (tuple(t.stride()) == tuple(stride) or t.numel() <= 1):
         return t
-    out = torch.empty_strided(size, stride, dtype=t.dtype, device=t.device)
+    out = torch.empty_strided(size, stride, dtype=dtype, device=t.device)
     out.copy_(t)
     return out
 
