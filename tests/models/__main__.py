@@ -37,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: inference,training")
     parser.add_argument("--mask", choices=("both", "with", "without"), default="both",
                         help="for models with an attention mask")
-    parser.add_argument("--repeats", type=int, default=10, help="timed samples per contender")
+    parser.add_argument("--repeats", type=int, default=10, help="timed samples per contender (0: no timing)")
+    parser.add_argument("--no-inductor", action="store_true", help="time eager and ours only (Inductor's "
+                        "compile of a large model takes minutes)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
 
@@ -57,22 +59,26 @@ def main(argv: list[str] | None = None) -> int:
         for dtype in dtypes:
             for mask in masks if entry.takes_mask else (None,):
                 for mode in modes:
-                    row = zoo_row(entry, size, args.device, dtype, mask, mode, args.repeats)
+                    row = zoo_row(entry, size, args.device, dtype, mask, mode, args.repeats,
+                                  inductor=not args.no_inductor)
                     rows.append(row)
                     print(f"[zoo] {name} {row['dtype']} {row['mask']} {mode}: {row['status']}"
                           f" {row.get('note') or ''}", file=sys.stderr, flush=True)
-
-    if args.json:
-        machine = torch.cuda.get_device_name() if args.device == "cuda" else platform.processor() or platform.machine()
-        with open(args.json, "w") as f:
-            json.dump({"device": args.device, "machine": machine, "date": datetime.date.today().isoformat(),
-                       "torch": torch.__version__, "transformers": _version("transformers"), "size": size,
-                       "rows": rows}, f, indent=1)
+                    if args.json:  # after every row: a run stopped at a time limit keeps what it measured
+                        _write_json(args.json, args.device, size, rows)
     notes = format_notes(rows)
     if notes:
         print(notes + "\n")
     print(format_table(rows))
     return 0
+
+
+def _write_json(path: str, device: str, size: str, rows: list[dict]) -> None:
+    machine = torch.cuda.get_device_name() if device == "cuda" else platform.processor() or platform.machine()
+    with open(path, "w") as f:
+        json.dump({"device": device, "machine": machine, "date": datetime.date.today().isoformat(),
+                   "torch": torch.__version__, "transformers": _version("transformers"), "size": size,
+                   "rows": rows}, f, indent=1)
 
 
 def _version(package: str) -> str | None:

@@ -10,12 +10,15 @@ so a slow spell of the machine hits all three; ratios are of medians. A row neve
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import gc
+import os
 from typing import Any, Callable, Optional
 
 import torch
 
+import compiler_core as cc
 from compiler_core.bench.timing import time_interleaved
 
 from .check import ZooRun, run_inference, run_training
@@ -38,19 +41,35 @@ def _step(call: Callable, model: torch.nn.Module, case: ZooCase, mode: str) -> C
     return train
 
 
-def _timings(run: ZooRun, device: str, mode: str, repeats: int) -> tuple[dict, Optional[str]]:
+@contextlib.contextmanager
+def _without_debug_checks():
+    """The correctness run compiles with the memory checking mode on; times are of the program a user
+    runs, so the timed copy is compiled without it (FCOMPILE_DEBUG is read when a graph compiles)."""
+    saved = os.environ.pop("FCOMPILE_DEBUG", None)
+    try:
+        yield
+    finally:
+        if saved is not None:
+            os.environ["FCOMPILE_DEBUG"] = saved
+
+
+def _timings(run: ZooRun, device: str, mode: str, repeats: int, inductor: bool) -> tuple[dict, Optional[str]]:
     case = run.case
     model = case.model.train(mode == "training")
-    # Inductor gets its own copy of the weights, so its compiled graphs and ours never share state.
-    inductor_model = copy.deepcopy(model)
-    inductor = torch.compile(inductor_model)
-    fns = {"eager": _step(model, model, case, mode), "ours": _step(run.compiled, model, case, mode)}
+    with _without_debug_checks():
+        ours = cc.compile(copy.deepcopy(model))
+        _step(ours, ours, case, mode)()  # compile outside the timed loop
+    fns = {"eager": _step(model, model, case, mode), "ours": _step(ours, ours, case, mode)}
     note = None
-    try:
-        _step(inductor, inductor_model, case, mode)()  # compile outside the timed loop
-        fns["inductor"] = _step(inductor, inductor_model, case, mode)
-    except Exception as exc:  # noqa: BLE001 - Inductor failing is a fact for the table, not our failure
-        note = f"Inductor failed: {type(exc).__name__}: {_first_line(exc)}"
+    if inductor:
+        # Inductor gets its own copy of the weights, so its compiled graphs and ours never share state.
+        inductor_model = copy.deepcopy(model)
+        compiled = torch.compile(inductor_model)
+        try:
+            _step(compiled, inductor_model, case, mode)()  # compile outside the timed loop
+            fns["inductor"] = _step(compiled, inductor_model, case, mode)
+        except Exception as exc:  # noqa: BLE001 - Inductor failing is a fact for the table, not our failure
+            note = f"Inductor failed: {type(exc).__name__}: {_first_line(exc)}"
     return time_interleaved(fns, device, repeats), note
 
 
@@ -60,7 +79,7 @@ def _first_line(exc: BaseException) -> str:
 
 
 def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: Optional[bool], mode: str,
-            repeats: int) -> dict:
+            repeats: int, inductor: bool = True) -> dict:
     """Everything the table and the JSON say about one model in one configuration."""
     dtype_name = next(k for k, v in DTYPES.items() if v == dtype)
     row: dict[str, Any] = {"model": entry.name, "device": device, "dtype": dtype_name, "size": size,
@@ -80,13 +99,14 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
                fallback_ops=len(stats["fallback_ops"]), graph_breaks=stats["graph_breaks"],
                fallback_graphs=stats["fallback_graphs"], note="; ".join(run.fallbacks))
     try:
-        ms, inductor_note = _timings(run, device, mode, repeats)
+        ms, inductor_note = _timings(run, device, mode, repeats, inductor) if repeats > 0 else ({}, None)
     except Exception as exc:  # noqa: BLE001 - ours may compile and then fail when called again
         ms, inductor_note = {}, f"timing failed: {type(exc).__name__}: {_first_line(exc)}"
     row.update({f"{k}_ms": v for k, v in ms.items()})
     if "ours" in ms:
         row["vs_eager"] = ms["ours"] / ms["eager"]
         row["vs_inductor"] = ms["ours"] / ms["inductor"] if "inductor" in ms else None
+        row["timed_uninstrumented"] = True
     if inductor_note:
         row["note"] = "; ".join(filter(None, [row["note"], inductor_note]))
     del run
