@@ -227,3 +227,36 @@ def test_extern_result_with_another_dtype_than_promised_is_converted():
     torch.testing.assert_close(bn.running_mean, reference.running_mean, rtol=2e-2, atol=1e-2)
     torch.testing.assert_close(bn.running_var, reference.running_var, rtol=2e-2, atol=1e-2)
     assert host.ensure_layout(torch.ones(3, dtype=torch.bfloat16), (3,), (1,), torch.float32).dtype == torch.float32
+
+
+@torch.library.custom_op("fcompile_test::rows_and_count", mutates_args=())
+def _rows_and_count(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return x * 2, x.shape[0]
+
+
+@_rows_and_count.register_fake
+def _(x):
+    return torch.empty_like(x), x.shape[0]
+
+
+@torch.library.custom_op("fcompile_test::scale_by", mutates_args=())
+def _scale_by(x: torch.Tensor, n: int) -> torch.Tensor:
+    return x * n
+
+
+@_scale_by.register_fake
+def _(x, n):
+    return torch.empty_like(x)
+
+
+def test_extern_returning_a_number_passes_it_on():
+    # cuDNN attention returns max_q/max_k (plain ints with static shapes) beside its tensors, and its
+    # backward takes them back: extern calls must carry numbers, not only tensors.
+    def f(x):
+        doubled, count = torch.ops.fcompile_test.rows_and_count(x)
+        return torch.ops.fcompile_test.scale_by(torch.exp(doubled), count) + 1
+
+    x = torch.randn(3, 5)
+    compiled = cc.compile(f, backend="cpp")
+    _assert_same(compiled(x), f(x))
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages

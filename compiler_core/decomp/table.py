@@ -78,6 +78,15 @@ LIBRARY_OPS = {
     aten._scaled_dot_product_flash_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
     aten._scaled_dot_product_efficient_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
     aten._scaled_dot_product_flash_attention_for_cpu: "attention runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_cudnn_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
+    aten.convolution_backward: "convolution backward runs in cuDNN/oneDNN (extern call)",
+    aten._scaled_dot_product_flash_attention_backward: "attention backward runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_efficient_attention_backward:
+        "attention backward runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_flash_attention_for_cpu_backward:
+        "attention backward runs in PyTorch's SDPA kernel (extern call)",
+    aten._scaled_dot_product_cudnn_attention_backward:
+        "attention backward runs in PyTorch's SDPA kernel (extern call)",
 }
 
 _INTEGER_ONLY_DIVISION = {"Tensor_mode", "Scalar_mode"}

@@ -208,7 +208,7 @@ class _Lowering:
         def convert(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
                 v = self.values[a.name]
-                if not isinstance(v, ViewRef):
+                if not isinstance(v, (ViewRef, int, float, bool)) and v is not None:
                     raise LoweringError(f"extern {node.name}: argument {a.name} is not a tensor")
                 return v
             if isinstance(a, (list, tuple)):
@@ -221,14 +221,17 @@ class _Lowering:
                                      if isinstance(v, ViewRef)))
         val = _compat.fake_value(node)
         outs = _flatten(val) if isinstance(val, (list, tuple)) else [val]
-        if any(v is not None and not isinstance(v, torch.Tensor) for v in outs):
-            raise LoweringError(f"extern {node.name} returns non-tensor values")
-        if all(v is None for v in outs):
+        # Besides tensors an op may return None (convolution_backward's output_mask) or a plain number
+        # that static shapes fix (cuDNN attention's max_q/max_k): later uses get the number itself.
+        if any(v is not None and not isinstance(v, (torch.Tensor, int, float, bool)) for v in outs):
+            raise LoweringError(f"extern {node.name} returns symbolic values (dynamic shapes are not supported "
+                                "yet: compile with dynamic=False)")
+        if not any(isinstance(v, torch.Tensor) for v in outs):
             raise LoweringError(f"extern {node.name} returns no tensor")
         node_name = self.fresh_name(f"buf{len(self.nodes)}")
         buffers, slots = [], []
         for i, v in enumerate(outs):
-            if v is None:
+            if not isinstance(v, torch.Tensor):
                 slots.append(None)
                 continue
             name = node_name if len(outs) == 1 else self.fresh_name(f"{node_name}_{i}")
@@ -242,7 +245,7 @@ class _Lowering:
                                    result_slots=tuple(slots) if isinstance(val, (list, tuple)) else (),
                                    may_alias=_aliased_inputs(node, args, kwargs), source_fn=self.source_fn))
         by_name = {b.name: ViewRef(b.name, b.layout, b.dtype) for b in buffers}
-        refs = tuple(None if slot is None else by_name[slot] for slot in slots)
+        refs = tuple(v if slot is None else by_name[slot] for v, slot in zip(outs, slots))
         self.values[node.name] = refs if isinstance(val, (list, tuple)) else refs[0]
 
 
