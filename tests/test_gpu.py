@@ -101,3 +101,16 @@ def test_mixed_device_graph_matches_eager_and_says_why_it_ran_in_eager(backend):
     assert not s.kernels
     assert s.stats["fallback_graphs"] == 1
     assert any("more than one device (cpu, cuda)" in m for m in s.messages), s.messages
+
+
+def test_cpu_tensor_made_inside_a_cuda_graph():
+    # torch.tensor(...) inside the function is a lifted CPU constant beside CUDA tensors (T5 and
+    # BART do this): our Triton kernels must never be handed its CPU pointer.
+    def f(x):
+        limit = torch.tensor(0.5)
+        return torch.where(x > limit, x, limit) * 2 + torch.tensor(1.0)
+
+    x = torch.randn(64, 32, device="cuda")
+    compiled = cc.compile(f)
+    torch.testing.assert_close(compiled(x), f(x))
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages

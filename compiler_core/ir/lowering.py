@@ -49,6 +49,7 @@ class _Lowering:
         self.device = "cpu"
         self.source_fn = ""
         self.used_names: set[str] = set()
+        self.buffer_devices: dict[str, str] = {}  # inputs, constants and extern results on their devices
 
     def fresh_name(self, wanted: str) -> str:
         """A buffer name no other buffer of this graph has: graph inputs keep their FX names, so an
@@ -61,6 +62,7 @@ class _Lowering:
 
     # ---- driver -------------------------------------------------------------------------
     def run(self) -> LoopGraph:
+        self.device = _graph_device(self.gm)
         outputs: tuple = ()
         for node in self.gm.graph.nodes:
             if node.op == "placeholder":
@@ -96,6 +98,7 @@ class _Lowering:
         name = self.fresh_name(node.name)
         layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
         self.constants[name] = tensor
+        self.buffer_devices[name] = tensor.device.type
         self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type, kind="constant"))
         self.values[node.name] = ViewRef(name, layout, tensor.dtype)
 
@@ -129,7 +132,13 @@ class _Lowering:
         layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
         if not layout.is_dense():
             layout = Layout.contiguous(tuple(val.shape))
-        return Buffer(self.fresh_name(f"buf{len(self.nodes)}"), val.dtype, layout, val.device.type)
+        if val.device.type != self.device:
+            # A CPU tensor made inside a CUDA graph (a lifted constant, torch.tensor(0.0)): our kernels
+            # run on one device, so PyTorch makes it.
+            raise _Unsupported(f"its result lives on {val.device.type}, not on the graph's device {self.device}")
+        name = self.fresh_name(f"buf{len(self.nodes)}")
+        self.buffer_devices[name] = val.device.type
+        return Buffer(name, val.dtype, layout, val.device.type)
 
     def load(self, arg: Any, out_shape: tuple[int, ...], var_names: list[str], dtype: torch.dtype) -> Value:
         """Value of `arg` at the output point named by `var_names`, broadcast, cast to `dtype`."""
@@ -138,6 +147,9 @@ class _Lowering:
         view = self.values[arg.name]
         if not isinstance(view, ViewRef):
             raise _Unsupported(f"argument {arg.name} is not a tensor")
+        if self.buffer_devices.get(view.buffer, self.device) != self.device:
+            raise _Unsupported(f"argument {arg.name} lives on {self.buffer_devices[view.buffer]}, "
+                               f"not on the graph's device {self.device}")
         index = broadcast_index(view.layout, out_shape, var_names)
         value: Value = Load(view.buffer, index, view.dtype)
         return value if view.dtype == dtype else Cast(value, dtype)
@@ -237,6 +249,7 @@ class _Lowering:
             name = node_name if len(outs) == 1 else self.fresh_name(f"{node_name}_{i}")
             buffers.append(Buffer(name, v.dtype, Layout(tuple(v.shape), tuple(v.stride()), 0), v.device.type,
                                   kind="extern"))
+            self.buffer_devices[name] = v.device.type
             slots.append(name)
         call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
         self.nodes.append(LoopNode(name=node_name, kind="extern", output=buffers[0],
@@ -275,6 +288,19 @@ def _aliased_inputs(node: torch.fx.Node, args: tuple, kwargs: tuple) -> tuple[st
         value = args[i] if i < len(args) else bound.get(arg.name)
         aliased += buffers_of(value)
     return tuple(dict.fromkeys(aliased))
+
+
+def _graph_device(gm: torch.fx.GraphModule) -> str:
+    """The device our kernels run on: the inputs' (the backend refuses graphs whose inputs are on two
+    devices), or for a graph without tensor inputs the device of the first tensor it makes."""
+    made = None
+    for node in gm.graph.nodes:
+        val = _compat.fake_value(node)
+        if isinstance(val, torch.Tensor):
+            if node.op == "placeholder":
+                return val.device.type
+            made = made or val.device.type
+    return made or "cpu"
 
 
 def _source_fn(node: torch.fx.Node) -> str:

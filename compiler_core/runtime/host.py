@@ -32,6 +32,8 @@ def ensure_layout(t: torch.Tensor, size: tuple, stride: tuple, dtype: torch.dtyp
     not.  The kernels after them are compiled for the promised ones: `_native_batch_norm_legit_functional`
     on the CPU returns bf16 running stats where the metadata says fp32, and a kernel reading those
     bytes as floats computes garbage."""
+    if t is None:  # an undefined tensor (cuDNN attention's cum_seq_q in inference); nothing reads it
+        return t
     if t.dtype == dtype and (tuple(t.stride()) == tuple(stride) or t.numel() <= 1):
         return t
     out = torch.empty_strided(size, stride, dtype=dtype, device=t.device)
@@ -48,6 +50,8 @@ def flatten(value: Any) -> list:
 
 def poison(t: torch.Tensor) -> None:
     """Fill the whole storage behind `t`: it is dead, and nobody may read it any more."""
+    if t is None:
+        return
     elements = t.untyped_storage().nbytes() // t.element_size()
     if elements == 0:
         return

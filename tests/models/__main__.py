@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
                         "compile of a large model takes minutes)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
+    # fp32 rows compare against fp32 eager: TF32 convolutions (cuDNN's default) round their inputs to
+    # 10 mantissa bits, so a last-bit difference upstream shows as 1e-3 in a gradient. Off for all.
+    torch.backends.cudnn.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = False
 
     size = args.size or ("large" if args.device == "cuda" else "small")
     entries = {**ZOO, **EXTRA}
