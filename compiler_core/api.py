@@ -26,6 +26,7 @@ from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
+from compiler_core.runtime.check import KernelChecker
 from compiler_core.schedule.fusion import schedule
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
@@ -49,12 +50,17 @@ class Options:
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
-    # checked against the live ones (slower). FCOMPILE_DEBUG in the environment adds to it.
+    # checked against the live ones (slower); "check": every kernel is compared with eager PyTorch
+    # after its launch (runtime/check.py). FCOMPILE_DEBUG in the environment adds to it.
     debug: str = ""
 
     @property
     def check_memory(self) -> bool:
         return "memory" in _debug_flags(self.debug)
+
+    @property
+    def check_kernels(self) -> bool:
+        return "check" in _debug_flags(self.debug)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -69,14 +75,17 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False, debug: str = "") -> Any:
+            dynamic: bool = False, debug: str = "", check: bool = False) -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
         y = fast(torch.randn(8, 16))
         fast.session.stats["kernel_count"]   # 1
+
+    `check=True` (same as debug="check") compares every kernel with eager PyTorch after its launch and
+    raises KernelCheckError naming the first kernel that disagrees, its FX nodes and your source line.
     """
-    options = Options(backend, mode, dynamic, debug=debug)
+    options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug)
     if fn is None:
         return lambda f: CompiledFunction(f, options)
     return CompiledFunction(fn, options)
@@ -173,7 +182,7 @@ class CompiledFunction:
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:
-        record.backward = GraphRecord(captured=record.captured)
+        record.backward = GraphRecord(captured=record.captured, part="backward")
         return self._compile_aten(gm, example_inputs, record.backward, session)
 
     def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
@@ -206,17 +215,23 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         record.memory = plan_memory(record.loops, record.schedule)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
-                                                          check_memory=options.check_memory)
+                                                          check_memory=options.check_memory,
+                                                          check_kernels=options.check_kernels)
     with timer("build"):
         loaded = load_kernels(record.kernels, backend, record.loops)
     with timer("autotune"):
         configs, tuning_log = choose_configs(record.kernels, loaded, record.loops)
         if any(configs[k.name] != k.config_space[0] for k in record.kernels if k.name in configs):
             record.wrapper = host_program(record.loops, record.schedule, record.memory, backend, record.kernels,
-                                          configs, check_memory=options.check_memory)
+                                          configs, check_memory=options.check_memory,
+                                          check_kernels=options.check_kernels)
+    checker = None
+    if options.check_kernels:
+        checker = KernelChecker(record.prims, record.loops, record.schedule,
+                                f"graph {record.captured.index} ({record.part})", record.captured.graph_module)
     with timer("build"):
         record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
-                                        tuning_log)
+                                        tuning_log, checker)
     return _compat.boxed(record.artifact.call)
 
 
