@@ -6,6 +6,9 @@
 """
 
 from compiler_core.api import CompiledFunction, CompileError, compile, explain
+from compiler_core.runtime.artifacts import KernelCheck
+from compiler_core.runtime.check import KernelCheckError
 from compiler_core.session import CompileSession, GraphRecord
 
-__all__ = ["compile", "explain", "CompiledFunction", "CompileError", "CompileSession", "GraphRecord"]
+__all__ = ["compile", "explain", "CompiledFunction", "CompileError", "CompileSession", "GraphRecord",
+           "KernelCheck", "KernelCheckError"]

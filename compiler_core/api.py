@@ -148,10 +148,12 @@ class CompiledFunction:
         finally:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
-        if pending is not None:  # this call compiled something: it is now the latest compilation
-            pending.breaks.extend(new_breaks.since(mark))
-            pending.recompiles.extend(recompiles)
-            self.session = pending
+            # This call compiled something: it is now the latest compilation, even when the call
+            # raised (a KernelCheckError's kernel is then inspectable in the session).
+            if pending is not None:
+                pending.breaks.extend(new_breaks.since(mark))
+                pending.recompiles.extend(recompiles)
+                self.session = pending
         return out
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too

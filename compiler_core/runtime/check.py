@@ -200,13 +200,18 @@ class KernelChecker:
         node = self.nodes[result.node]
         ref = self.values[result.node]
         rtol, atol = TOLERANCES.get(ref.dtype, (0.0, 0.0))
+        # Values kept in registers cannot be compared: the guilty op may be any node up to the first
+        # wrong output, so show every line those nodes came from.
+        upto = result.nodes[:result.nodes.index(result.node) + 1]
+        lines = [line for line in dict.fromkeys(map(self.source_line, upto)) if line]
         return (f"kernel {result.kernel} in {result.graph} disagrees with eager PyTorch on the same inputs.\n"
                 f"  kernel's FX nodes: {', '.join(result.nodes)}\n"
                 f"  first wrong node:  {result.node} = {node.target}, max abs error {result.max_abs_error:.4g} "
                 f"({ref.dtype}: rtol={rtol:g}, atol={atol:g})\n"
                 f"  your code:         {result.source_line or '(no source line recorded)'}\n"
+                + "".join(f"  computed from:     {line}\n" for line in lines if line != result.source_line) +
                 "This is a compiler bug: the kernel's source is in session.kernels; please report it. "
-                "Until it is fixed, backend='cpp' or 'triton' (the other one) may avoid it.")
+                "Until it is fixed, the other backend (backend='cpp' or 'triton') may avoid it.")
 
 
 def compare(actual: torch.Tensor, expected: Any) -> tuple[float, bool]:
