@@ -10,6 +10,7 @@ import torch
 import compiler_core as cc
 from compiler_core.codegen.cpp import kernel as cpp_kernel
 from compiler_core.codegen.triton import kernel as triton_kernel
+from compiler_core.runtime import host
 from compiler_core.runtime.artifacts import KernelCheck
 from compiler_core.runtime.check import compare, user_frame
 
@@ -122,6 +123,41 @@ def test_debug_flag_and_environment_variable_turn_the_check_on(monkeypatch):
         from_env(x, w)
     assert "sigmoid" in caught.value.check.nodes
     assert [c.ok for c in from_env.session.graphs[0].checks] == [True, False]
+
+
+def test_inputs_no_longer_live_are_recomputed_from_the_graph_inputs(monkeypatch):
+    # The reference reads an argument from the host program's locals when it is live there, and
+    # otherwise evaluates it from its own arguments: give the check only `args` and the outputs.
+    scopes = []
+    real = host.check_kernel
+
+    def keep(value):  # copies: later kernels reuse these storages, and the memory mode poisons them
+        if isinstance(value, list):
+            return [keep(v) for v in value]
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    def spy(checker, kernel, scope):
+        scopes.append((kernel, {name: keep(value) for name, value in scope.items()}))
+        real(checker, kernel, scope)
+
+    monkeypatch.setattr(host, "check_kernel", spy)
+    x, w = _inputs()
+    checked = cc.compile(_three_kernels, backend="cpp", check=True)
+    checked(x, w)
+    record = checked.session.graphs[0]
+    checker = record.artifact.checker
+    kernel, scope = next((k, s) for k, s in scopes if k == record.checks[1].kernel)  # after the matmul
+    kept = {f"v_{checker.values[n].buffer}" for n in checker.kernels[kernel].outputs} | {"args"}
+    assert set(scope) - kept  # the matmul's result and the inputs' locals are gone now
+    bare = {name: value for name, value in scope.items() if name in kept}
+    assert checker.check(kernel, bare).max_abs_error == pytest.approx(record.checks[1].max_abs_error, abs=1e-6)
+
+    wrong = dict(bare)
+    name = next(iter(kept - {"args"}))
+    wrong[name] = bare[name] + 0.5
+    with pytest.raises(cc.KernelCheckError) as caught:
+        checker.check(kernel, wrong)
+    assert caught.value.check.max_abs_error == pytest.approx(0.5, abs=1e-5)
 
 
 def _sigmoid_scale(x, w):

@@ -87,6 +87,7 @@ class KernelChecker:
             written = frozenset(loops.node(n).output.name for n in group.nodes)
             self.kernels[group.name] = _Kernel(group.name, origins, written, outputs)
         self.results: dict[str, KernelCheck] = {}
+        self._lines: dict[str, str] = {}  # FX node -> source line (every call of the program asks again)
 
     def check(self, kernel_name: str, scope: dict) -> KernelCheck:
         kernel = self.kernels[kernel_name]
@@ -181,6 +182,11 @@ class KernelChecker:
     # ---- messages ---------------------------------------------------------------------------
     def source_line(self, name: str) -> str:
         """`file:line in function: code` of the user's line that made FX node `name` ("" if unknown)."""
+        if name not in self._lines:
+            self._lines[name] = self._find_source_line(name)
+        return self._lines[name]
+
+    def _find_source_line(self, name: str) -> str:
         node = self.nodes.get(name)
         if node is None:
             return ""
