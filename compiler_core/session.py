@@ -53,6 +53,8 @@ class GraphRecord:
                 parts.append(f"# ---- {title} ----\n{art.pretty()}")
         for k in self.kernels:
             parts.append(f"# ---- kernel {k.name} ({k.backend}) ----\n{k.source}")
+        if self.checks:
+            parts.append("# ---- kernel checks ----\n" + "\n".join(c.pretty() for c in self.checks))
         return "\n\n".join(parts)
 
 

@@ -160,6 +160,20 @@ def test_inputs_no_longer_live_are_recomputed_from_the_graph_inputs(monkeypatch)
     assert caught.value.check.max_abs_error == pytest.approx(0.5, abs=1e-5)
 
 
+def test_source_line_falls_back_to_dynamos_graph():
+    x, w = _inputs()
+    checked = cc.compile(_three_kernels, backend="cpp", check=True)
+    checked(x, w)
+    checker = checked.session.graphs[0].artifact.checker
+    line = _line_of(_three_kernels, "torch.sigmoid")
+    assert line in checker.source_line("sigmoid")
+    # Without the ATen node's stack trace, the Dynamo node it came from (meta "from_node") answers.
+    checker.nodes["sigmoid"].meta.pop("stack_trace")
+    checker._lines.clear()
+    assert line in checker.source_line("sigmoid")
+    assert checker.source_line("no_such_node") == ""
+
+
 def _sigmoid_scale(x, w):
     return torch.sigmoid(x) * w  # the backward of sigmoid subtracts; the forward does not
 
