@@ -78,13 +78,14 @@ class KernelChecker:
         self.placeholders = [n.name for n in self.nodes.values() if n.op == "placeholder"]
         self.dynamo_graph = dynamo_graph
         self.kernels: dict[str, _Kernel] = {}
+        loop_nodes = {n.name: n for n in loops.nodes}
         for group in sched.groups:
             if group.kind == "extern":
                 continue
             origins = tuple(sorted((o for o in group.origins if o in self.nodes), key=self.order.get))
             outputs = tuple(o for o in origins if isinstance(self.values.get(o), ViewRef)
                             and self.values[o].buffer in group.materialized)
-            written = frozenset(loops.node(n).output.name for n in group.nodes)
+            written = frozenset(loop_nodes[n].output.name for n in group.nodes)
             self.kernels[group.name] = _Kernel(group.name, origins, written, outputs)
         self.results: dict[str, KernelCheck] = {}
         self._lines: dict[str, str] = {}  # FX node -> source line (every call of the program asks again)
