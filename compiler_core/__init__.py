@@ -8,6 +8,9 @@
 
 from compiler_core.api import CompiledFunction, CompileError, compile, explain
 from compiler_core.compiled_module import CompiledModule
+from compiler_core.runtime.artifacts import KernelCheck
+from compiler_core.runtime.check import KernelCheckError
 from compiler_core.session import CompileSession, GraphRecord
 
-__all__ = ["compile", "explain", "CompiledFunction", "CompiledModule", "CompileError", "CompileSession", "GraphRecord"]
+__all__ = ["compile", "explain", "CompiledFunction", "CompiledModule", "CompileError", "CompileSession", "GraphRecord",
+           "KernelCheck", "KernelCheckError"]

@@ -27,6 +27,7 @@ from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
+from compiler_core.runtime.check import KernelChecker
 from compiler_core.schedule.fusion import schedule
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
@@ -50,12 +51,17 @@ class Options:
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
-    # checked against the live ones (slower). FCOMPILE_DEBUG in the environment adds to it.
+    # checked against the live ones (slower); "check": every kernel is compared with eager PyTorch
+    # after its launch (runtime/check.py). FCOMPILE_DEBUG in the environment adds to it.
     debug: str = ""
 
     @property
     def check_memory(self) -> bool:
         return "memory" in _debug_flags(self.debug)
+
+    @property
+    def check_kernels(self) -> bool:
+        return "check" in _debug_flags(self.debug)
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
@@ -70,15 +76,18 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False, debug: str = "") -> Any:
+            dynamic: bool = False, debug: str = "", check: bool = False) -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
         y = fast(torch.randn(8, 16))
         fast.session.stats["kernel_count"]   # 1
         m2 = compile(model)                  # an nn.Module again: parameters, state_dict, train/eval...
+
+    `check=True` (same as debug="check") compares every kernel with eager PyTorch after its launch and
+    raises KernelCheckError naming the first kernel that disagrees, its FX nodes and your source line.
     """
-    options = Options(backend, mode, dynamic, debug=debug)
+    options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug)
     if fn is None:
         return lambda f: _compiled(f, options)
     return _compiled(fn, options)
@@ -154,7 +163,7 @@ class CompiledFunction:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
             # This call compiled something: it is now the latest compilation, also when running it
-            # raised (an integer division by zero raises as in eager, and the session shows why).
+            # raised (an integer division by zero as in eager, or a KernelCheckError naming a kernel).
             if pending is not None:
                 pending.breaks.extend(new_breaks.since(mark))
                 pending.recompiles.extend(recompiles)
@@ -189,7 +198,8 @@ class CompiledFunction:
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:
-        record.backward = GraphRecord(captured=record.captured)  # the same user code, its own ATen graph
+        # The same user code as the forward, its own ATen graph.
+        record.backward = GraphRecord(captured=record.captured, part="backward")
         compiled = self._compile_aten(gm, example_inputs, record.backward, session)
         # The autograd engine runs the backward from the user's frame (their `loss.backward()`), where
         # Dynamo's frame callback may be active. The forward needs no wrapper (and pays none per call):
@@ -234,17 +244,23 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         record.memory = plan_memory(record.loops, record.schedule)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
-                                                          check_memory=options.check_memory)
+                                                          check_memory=options.check_memory,
+                                                          check_kernels=options.check_kernels)
     with timer("build"):
         loaded = load_kernels(record.kernels, backend, record.loops)
     with timer("autotune"):
         configs, tuning_log = choose_configs(record.kernels, loaded, record.loops)
         if any(configs[k.name] != k.config_space[0] for k in record.kernels if k.name in configs):
             record.wrapper = host_program(record.loops, record.schedule, record.memory, backend, record.kernels,
-                                          configs, check_memory=options.check_memory)
+                                          configs, check_memory=options.check_memory,
+                                          check_kernels=options.check_kernels)
+    checker = None
+    if options.check_kernels:
+        checker = KernelChecker(record.prims, record.loops, record.schedule,
+                                f"graph {record.captured.index} ({record.part})", record.captured.graph_module)
     with timer("build"):
         record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
-                                        tuning_log)
+                                        tuning_log, checker)
     return _compat.boxed(record.artifact.call)
 
 

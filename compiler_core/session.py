@@ -11,7 +11,7 @@ from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import LoopGraph
-from compiler_core.runtime.artifacts import CompiledArtifact
+from compiler_core.runtime.artifacts import CompiledArtifact, KernelCheck
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 
 
@@ -36,6 +36,13 @@ class GraphRecord:
     fallback_reason: Optional[str] = None  # set when the whole graph runs in eager PyTorch
     error_traceback: Optional[str] = None  # the compiler's traceback behind a fallback, for bug reports
     backward: Optional["GraphRecord"] = None  # the compiled backward graph, when training
+    part: str = "forward"  # "backward" for the record of a backward graph
+
+    @property
+    def checks(self) -> tuple[KernelCheck, ...]:
+        """Check mode: the latest KernelCheck of each kernel launched, in launch order."""
+        checker = self.artifact.checker if self.artifact is not None else None
+        return tuple(checker.results.values()) if checker is not None else ()
 
     @property
     def fell_back(self) -> bool:
@@ -51,6 +58,8 @@ class GraphRecord:
                 parts.append(f"# ---- {title} ----\n{art.pretty()}")
         for k in self.kernels:
             parts.append(f"# ---- kernel {k.name} ({k.backend}) ----\n{k.source}")
+        if self.checks:
+            parts.append("# ---- kernel checks ----\n" + "\n".join(c.pretty() for c in self.checks))
         return "\n\n".join(parts)
 
 

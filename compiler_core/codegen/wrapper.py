@@ -8,6 +8,7 @@ it with these names in scope and no others it relies on:
     k       the loaded kernels, by kernel name
     consts  the graph's constant tensors, by buffer name
     torch, DEVICE, NTHREADS
+    checker the kernel checker (runtime/check.py), only when the check mode is on
 
 Every local is a buffer name with the prefix `v_`, so no FX name (a saved tensor called `view`, an
 input called `rt` or `torch`) can shadow a helper, a kernel or another local.
@@ -40,7 +41,8 @@ def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
 
 
 def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
-                     check_memory: bool = False) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
+                     check_memory: bool = False, check_kernels: bool = False
+                     ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
     plans = {p.name: p for p in kernel_plans(graph, sched)}
     if backend == "cpp":
         generate = generate_cpp_kernel
@@ -49,7 +51,8 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
         def generate(plan: KernelPlan) -> KernelSource:
             return generate_triton_kernel(plan, interpret=interpret)
     kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.kind != "extern")
-    return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory)
+    return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
+                                 check_kernels=check_kernels)
 
 
 # ---- statements ---------------------------------------------------------------------------
@@ -101,6 +104,13 @@ class CheckFresh:
 
 
 @dataclass(frozen=True)
+class CheckKernel:
+    """Check mode: compare the kernel just launched with its FX nodes run in eager PyTorch."""
+
+    kernel: str
+
+
+@dataclass(frozen=True)
 class Free:
     buffers: tuple[str, ...]
     poison: tuple[str, ...] = ()  # memory checking mode: storages filled before they are dropped
@@ -111,20 +121,20 @@ class Return:
     outputs: tuple  # ViewRef, or a Python constant
 
 
-Statement = Union[Comment, Unpack, Allocate, Reuse, Launch, CallExtern, CheckFresh, Free, Return]
+Statement = Union[Comment, Unpack, Allocate, Reuse, Launch, CallExtern, CheckFresh, CheckKernel, Free, Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
                  kernel_list: tuple[KernelSource, ...], configs: dict[str, dict] | None = None,
-                 check_memory: bool = False) -> WrapperProgram:
+                 check_memory: bool = False, check_kernels: bool = False) -> WrapperProgram:
     """The host program; `configs` (kernel -> launch config) overrides each kernel's first candidate."""
-    statements = host_statements(graph, sched, memory, kernel_list, configs or {}, check_memory)
+    statements = host_statements(graph, sched, memory, kernel_list, configs or {}, check_memory, check_kernels)
     return WrapperProgram(source=_Printer(graph, backend).program(statements), backend=backend,
                           statements=tuple(statements))
 
 
 def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kernel_list: tuple[KernelSource, ...],
-                    configs: dict[str, dict], check_memory: bool) -> list[Statement]:
+                    configs: dict[str, dict], check_memory: bool, check_kernels: bool = False) -> list[Statement]:
     kernels = {k.name: k for k in kernel_list}
     buffers = {b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)}
     storage_of = graph.storage_of()
@@ -159,6 +169,8 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
                     out.append(CheckFresh(name, ()))
             kernel = kernels[group.name]
             out.append(Launch(kernel, configs.get(kernel.name, kernel.config_space[0] if kernel.config_space else {})))
+            if check_kernels:  # before any Free: the check reads the kernel's inputs
+                out.append(CheckKernel(kernel.name))
         dying = frees.get(step, ())
         if dying:
             poisoned = tuple(dict.fromkeys(storage_of[n] for n in dying)) if check_memory else ()
@@ -206,6 +218,8 @@ class _Printer:
         if isinstance(s, CheckFresh):
             same = "".join(f"{local(n)!r}, " for n in s.same_storage)
             return [f"rt.check_fresh({local(s.buffer)!r}, {local(s.buffer)}, locals(), ({same}))"]
+        if isinstance(s, CheckKernel):
+            return [f"rt.check_kernel(checker, {s.kernel!r}, locals())"]
         if isinstance(s, Free):
             lines = [f"rt.poison({local(n)})" for n in s.poison]
             return lines + ([f"del {', '.join(local(n) for n in s.buffers)}"] if s.buffers else [])

@@ -175,6 +175,9 @@ class LoopGraph:
     outputs: tuple[object, ...]  # ViewRef per graph output, or a Python constant
     constants: dict = field(default_factory=dict, compare=False)  # get_attr tensors by buffer name
     device: str = "cpu"
+    # FX node name -> its value: a ViewRef, a tuple of them, or a Python scalar.  Kept so the
+    # runtime's kernel check (runtime/check.py) can find each FX node's tensor in the host program.
+    values: dict = field(default_factory=dict, compare=False)
 
     def node(self, name: str) -> LoopNode:
         for n in self.nodes:

@@ -74,7 +74,7 @@ class _Lowering:
             elif node.op == "output":
                 outputs = tuple(self._output_value(a) for a in _flatten(node.args[0]))
         return LoopGraph(inputs=tuple(self.inputs), nodes=tuple(self.nodes), outputs=outputs,
-                         constants=self.constants, device=self.device)
+                         constants=self.constants, device=self.device, values=dict(self.values))
 
     def _output_value(self, arg: Any) -> Any:
         if isinstance(arg, torch.fx.Node):

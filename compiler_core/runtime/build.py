@@ -29,6 +29,7 @@ from compiler_core.codegen.triton.kernel import HELPERS, INTERPRETER_HELPERS, MU
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime import cache, host
 from compiler_core.runtime.artifacts import CompiledArtifact
+from compiler_core.runtime.check import KernelChecker
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 from compiler_core.runtime.kernel_errors import error_check, raising_kernel_errors
 
@@ -85,11 +86,13 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
 
 
 def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,
-                  graph: LoopGraph, mode: str, configs: dict[str, dict], tuning_log: tuple[str, ...]
-                  ) -> CompiledArtifact:
-    """exec the host program with the loaded kernels in scope."""
-    call = host_call(wrapper, loaded.functions, graph)
+                  graph: LoopGraph, mode: str, configs: dict[str, dict], tuning_log: tuple[str, ...],
+                  checker: Optional[KernelChecker] = None) -> CompiledArtifact:
+    """exec the host program with the loaded kernels (and, in the check mode, the checker) in scope."""
+    call = host_call(wrapper, loaded.functions, graph, checker)
     cudagraph = cudagraph_skip_reason(mode, graph.device)
+    if cudagraph is None and checker is not None:  # the check reads tensors between launches
+        cudagraph = "not used: the check mode compares every kernel with eager PyTorch"
     if cudagraph is None:
         sparse = [b.name for b in graph.inputs if not b.layout.is_dense()]
         if sparse:
@@ -102,15 +105,18 @@ def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrap
     return CompiledArtifact(call=call, backend=wrapper.backend,
                             kernel_names=tuple(k.name for k in kernels), chosen_configs=configs,
                             tuning_log=tuning_log, cache_hit=loaded.cache_hit, library_path=loaded.library_path,
-                            cudagraph=cudagraph)
+                            cudagraph=cudagraph, checker=checker)
 
 
-def host_call(wrapper: WrapperProgram, kernels: dict[str, Any], graph: LoopGraph) -> Any:
+def host_call(wrapper: WrapperProgram, kernels: dict[str, Any], graph: LoopGraph,
+              checker: Optional[KernelChecker] = None) -> Any:
     """exec the printed host program with exactly the names it may use (codegen/wrapper.py)."""
     namespace: dict[str, Any] = {
         "torch": torch, "rt": host, "k": SimpleNamespace(**kernels), "consts": dict(graph.constants),
         "DEVICE": torch.device(graph.device), "NTHREADS": torch.get_num_threads(),
     }
+    if checker is not None:
+        namespace["checker"] = checker
     exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
     return namespace["call"]
 

@@ -88,5 +88,10 @@ def check_fresh(local: str, t: Any, scope: dict, same_storage: tuple[str, ...]) 
                 "the memory plan handed one storage to two tensors (please report this compiler bug)")
 
 
+def check_kernel(checker: Any, kernel: str, scope: dict) -> None:
+    """Check mode (runtime/check.py): compare the kernel just launched with eager PyTorch."""
+    checker.check(kernel, scope)
+
+
 def _plain(local: str) -> str:
     return local[2:] if local.startswith("v_") else local

@@ -1,0 +1,231 @@
+"""The check mode (issue #5, "finding the guilty kernel"): `cc.compile(fn, check=True)` compares every
+kernel with its FX nodes run in eager PyTorch, right after its launch, and names the first kernel
+that disagrees: graph, kernel, FX nodes, the user's source line and the max error."""
+
+import inspect
+
+import pytest
+import torch
+
+import compiler_core as cc
+from compiler_core.codegen.cpp import kernel as cpp_kernel
+from compiler_core.codegen.triton import kernel as triton_kernel
+from compiler_core.runtime import host
+from compiler_core.runtime.artifacts import KernelCheck
+from compiler_core.runtime.check import compare, user_frame
+
+BACKENDS = ["cpp", "triton"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+
+
+def _line_of(fn, text):
+    """`test_check.py:N` of the line in `fn` that contains `text`."""
+    lines, start = inspect.getsourcelines(fn)
+    offset = next(i for i, line in enumerate(lines) if text in line)
+    return f"test_check.py:{start + offset}"
+
+
+def _three_kernels(x, w):
+    a = torch.relu(x) + 1  # a pointwise kernel before the matmul
+    y = a @ w
+    s = torch.sigmoid(y) * 2  # fused with the row sum below
+    return s.sum(-1), torch.tanh(s).t().contiguous()
+
+
+def _break_sigmoid(monkeypatch, backend):
+    """A wrong kernel: sigmoid printed as exp, in the code generator of `backend` only."""
+    if backend == "cpp":
+        monkeypatch.setitem(cpp_kernel._STD_UNARY, "sigmoid", "std::exp")
+    else:
+        monkeypatch.setitem(triton_kernel._TL_UNARY, "sigmoid", "tl.exp")
+
+
+def _inputs():
+    torch.manual_seed(0)
+    return torch.randn(4, 8), torch.randn(8, 16)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_correct_program_passes_with_one_check_per_kernel(backend):
+    x, w = _inputs()
+    before = (x.clone(), w.clone())
+    checked = cc.compile(_three_kernels, backend=backend, check=True)
+    out = checked(x, w)
+    torch.testing.assert_close(out, _three_kernels(x, w), rtol=1e-5, atol=1e-5)
+
+    record = checked.session.graphs[0]
+    assert [c.kernel for c in record.checks] == [k.name for k in record.kernels]
+    assert len(record.checks) == 3
+    for check, kernel in zip(record.checks, record.kernels):
+        assert check.ok and check.node == "" and check.note == ""
+        assert check.nodes == kernel.origins
+        assert 0.0 <= check.max_abs_error < 1e-5
+        assert check.graph == "graph 0 (forward)"
+    fused = next(c for c in record.checks if "sigmoid" in c.nodes)
+    assert _line_of(_three_kernels, "torch.sigmoid") in fused.source_line
+    assert "rt.check_kernel(checker, " in record.wrapper.source
+
+    # The check reads, never writes: same outputs as an unchecked program, inputs untouched.
+    torch._dynamo.reset()
+    unchecked = cc.compile(_three_kernels, backend=backend)
+    plain = unchecked(x, w)
+    assert "check_kernel" not in unchecked.session.graphs[0].wrapper.source
+    for a, b in zip(out, plain):
+        assert torch.equal(a, b)
+    assert torch.equal(x, before[0]) and torch.equal(w, before[1])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_wrong_kernel_is_named_with_its_nodes_and_source_line(backend, monkeypatch):
+    _break_sigmoid(monkeypatch, backend)
+    x, w = _inputs()
+    checked = cc.compile(_three_kernels, backend=backend, check=True)
+    with pytest.raises(cc.KernelCheckError) as caught:
+        checked(x, w)
+
+    record = checked.session.graphs[0]
+    guilty = next(k for k in record.kernels if "sigmoid" in k.origins)
+    check = caught.value.check
+    assert check.kernel == guilty.name and not check.ok
+    assert check.nodes == guilty.origins
+    # sigmoid's own value stays in registers; the first output written to memory is the row sum.
+    assert check.node == "sum_1"
+    assert check.max_abs_error > 0.1  # exp(y) against sigmoid(y) for y of order 1
+    assert _line_of(_three_kernels, "s.sum(-1)") in check.source_line
+    message = str(caught.value)
+    for part in (guilty.name, "graph 0 (forward)", "sigmoid, mul, sum_1", "first wrong node:  sum_1",
+                 f"computed from:     {__file__}:{_line_of(_three_kernels, 'torch.sigmoid').split(':')[1]}"):
+        assert part in message
+    # The kernel before it passed; the guilty one is recorded too, and nothing after it ran.
+    assert [(c.kernel, c.ok) for c in record.checks] == [(record.kernels[0].name, True), (guilty.name, False)]
+
+
+def test_debug_flag_and_environment_variable_turn_the_check_on(monkeypatch):
+    _break_sigmoid(monkeypatch, "cpp")
+    x, w = _inputs()
+    with pytest.raises(cc.KernelCheckError, match="first wrong node:  sum_1"):
+        cc.compile(_three_kernels, backend="cpp", debug="check")(x, w)
+
+    torch._dynamo.reset()
+    unchecked = cc.compile(_three_kernels, backend="cpp")
+    unchecked(x, w)  # wrong, but nobody looks
+    assert unchecked.session.graphs[0].checks == ()
+
+    torch._dynamo.reset()
+    monkeypatch.setenv("FCOMPILE_DEBUG", "memory,check")
+    from_env = cc.compile(_three_kernels, backend="cpp")
+    with pytest.raises(cc.KernelCheckError) as caught:
+        from_env(x, w)
+    assert "sigmoid" in caught.value.check.nodes
+    assert [c.ok for c in from_env.session.graphs[0].checks] == [True, False]
+
+
+def test_inputs_no_longer_live_are_recomputed_from_the_graph_inputs(monkeypatch):
+    # The reference reads an argument from the host program's locals when it is live there, and
+    # otherwise evaluates it from its own arguments: give the check only `args` and the outputs.
+    scopes = []
+    real = host.check_kernel
+
+    def keep(value):  # copies: later kernels reuse these storages, and the memory mode poisons them
+        if isinstance(value, list):
+            return [keep(v) for v in value]
+        return value.clone() if isinstance(value, torch.Tensor) else value
+
+    def spy(checker, kernel, scope):
+        scopes.append((kernel, {name: keep(value) for name, value in scope.items()}))
+        real(checker, kernel, scope)
+
+    monkeypatch.setattr(host, "check_kernel", spy)
+    x, w = _inputs()
+    checked = cc.compile(_three_kernels, backend="cpp", check=True)
+    checked(x, w)
+    record = checked.session.graphs[0]
+    checker = record.artifact.checker
+    kernel, scope = next((k, s) for k, s in scopes if k == record.checks[1].kernel)  # after the matmul
+    kept = {f"v_{checker.values[n].buffer}" for n in checker.kernels[kernel].outputs} | {"args"}
+    assert set(scope) - kept  # the matmul's result and the inputs' locals are gone now
+    bare = {name: value for name, value in scope.items() if name in kept}
+    assert checker.check(kernel, bare).max_abs_error == pytest.approx(record.checks[1].max_abs_error, abs=1e-6)
+
+    wrong = dict(bare)
+    name = next(iter(kept - {"args"}))
+    wrong[name] = bare[name] + 0.5
+    with pytest.raises(cc.KernelCheckError) as caught:
+        checker.check(kernel, wrong)
+    assert caught.value.check.max_abs_error == pytest.approx(0.5, abs=1e-5)
+
+
+def test_source_line_falls_back_to_dynamos_graph():
+    x, w = _inputs()
+    checked = cc.compile(_three_kernels, backend="cpp", check=True)
+    checked(x, w)
+    checker = checked.session.graphs[0].artifact.checker
+    line = _line_of(_three_kernels, "torch.sigmoid")
+    assert line in checker.source_line("sigmoid")
+    # Without the ATen node's stack trace, the Dynamo node it came from (meta "from_node") answers.
+    checker.nodes["sigmoid"].meta.pop("stack_trace")
+    checker._lines.clear()
+    assert line in checker.source_line("sigmoid")
+    assert checker.source_line("no_such_node") == ""
+
+
+def _sigmoid_scale(x, w):
+    return torch.sigmoid(x) * w  # the backward of sigmoid subtracts; the forward does not
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backward_kernels_are_checked(backend, monkeypatch):
+    x, w = torch.randn(4, 8), torch.randn(8)
+    x1, w1 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    x2, w2 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    checked = cc.compile(_sigmoid_scale, backend=backend, check=True)
+    checked(x1, w1).square().sum().backward()
+    _sigmoid_scale(x2, w2).square().sum().backward()
+    torch.testing.assert_close((x1.grad, w1.grad), (x2.grad, w2.grad), rtol=1e-5, atol=1e-5)
+    backward = checked.session.graphs[0].backward
+    assert backward.checks and all(c.ok and c.graph == "graph 0 (backward)" for c in backward.checks)
+    assert [c.kernel for c in backward.checks] == [k.name for k in backward.kernels]
+
+    # A kernel wrong only in the backward graph is named there, with the forward line it came from.
+    torch._dynamo.reset()
+    monkeypatch.setitem(cpp_kernel._BINARY_INFIX, "sub", "+")
+    monkeypatch.setitem(triton_kernel._INFIX, "sub", "+")
+    x3, w3 = x.clone().requires_grad_(), w.clone().requires_grad_()
+    checked = cc.compile(_sigmoid_scale, backend=backend, check=True)
+    loss = checked(x3, w3).square().sum()  # the forward is still right
+    assert all(c.ok for c in checked.session.graphs[0].checks)
+    with pytest.raises(cc.KernelCheckError) as caught:
+        loss.backward()
+    check = caught.value.check
+    assert check.graph == "graph 0 (backward)" and not check.ok and check.max_abs_error > 0
+    assert check.kernel in [k.name for k in checked.session.graphs[0].backward.kernels]
+    assert _line_of(_sigmoid_scale, "torch.sigmoid(x) * w") in check.source_line
+
+
+def test_compare_treats_nan_infinity_integers_and_low_precision_as_documented():
+    nan, inf = float("nan"), float("inf")
+    assert compare(torch.tensor([1.0, nan, inf]), torch.tensor([1.0, nan, inf])) == (0.0, True)
+    assert compare(torch.tensor([1.0, nan]), torch.tensor([1.0, 2.0])) == (inf, False)
+    assert compare(torch.tensor([1.0]), torch.tensor([1.0 + 2**-20])) == (2**-20, True)  # within rtol 1e-4
+    assert compare(torch.tensor([1.0]), torch.tensor([1.0 + 2**-10])) == (2**-10, False)
+    assert compare(torch.tensor([1.0], dtype=torch.bfloat16), torch.tensor([1.0078125], dtype=torch.bfloat16)) \
+        == (0.0078125, True)
+    assert compare(torch.tensor([3, 4]), torch.tensor([3, 5])) == (1.0, False)
+    assert compare(torch.tensor([True]), torch.tensor([False])) == (1.0, False)
+    assert compare(torch.zeros(2, 3), torch.zeros(3, 2)) == (inf, False)
+
+
+def test_user_frame_and_pretty():
+    trace = ('  File "/home/me/model.py", line 12, in forward\n    h = self.fc(x)\n        ^^^^\n'
+             '  File "/home/me/layers.py", line 40, in gelu\n    return x * torch.sigmoid(1.702 * x)\n')
+    assert user_frame(trace) == "/home/me/layers.py:40 in gelu: return x * torch.sigmoid(1.702 * x)"
+    assert user_frame(None) == ""
+    check = KernelCheck("fused_sigmoid_mul_0", ("sigmoid", "mul"), 0.75, False, "model.py:3 in f: y = x",
+                        "graph 0 (forward)", "sigmoid")
+    assert check.pretty() == ("FAIL fused_sigmoid_mul_0 (sigmoid, mul): max abs error 0.75, first wrong node "
+                              "sigmoid  # model.py:3 in f: y = x")
