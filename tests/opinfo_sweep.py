@@ -1,23 +1,52 @@
-"""OpInfo sweep: every PyTorch op with an fp32 CPU OpInfo, first sample, compiled with the C++ backend.
+"""OpInfo sweep: every PyTorch op with an fp32 CPU OpInfo, compiled with the C++ backend, compared to eager.
 
 Run as a script (it imports torch's test internals, which parse sys.argv and must stay out of the
-pytest process; PITFALLS.md).  Prints one JSON object: ops that matched eager with our kernels,
-ops that ran (partly) in eager PyTorch, and silent mismatches - results that differ from eager
-although our kernels produced them.  Ops whose eager result differs between two calls (empty*,
-random ops) are skipped: there is nothing to compare against.
+pytest process; PITFALLS.md):
+
+    python tests/opinfo_sweep.py            # summary, then one JSON object on the last line
+    python tests/opinfo_sweep.py --table    # also one row per op: samples run, matched, mismatched
+    python tests/opinfo_sweep.py --all      # every sample of every compiled op (slow: ~2800 samples x 2)
+
+What runs:
+- every op's first sample. If our kernels computed it (no graph or op ran in eager PyTorch), the op
+  is "compiled" and its other samples run too; otherwise the op "ran partly in eager" and stops there.
+- for compiled ops, up to --max-samples samples (default 8, evenly spread over the op's list, first
+  included; --all lifts the cap, which is printed in the summary), each also in its `noncontiguous()`
+  form (same values, strided storage with NaN in the gaps) when that changes any layout.
+- every sample is compiled afresh (Dynamo reset, new compiled function): the session a call creates is
+  the one that ran, so a sample can never silently run a stale graph, or eager code after Dynamo's
+  recompile limit. A call that compiles nothing ran in eager and is counted as not compiled.
+
+Every result that differs from eager is a mismatch, whether our kernels, extern calls or eager
+fallbacks produced it; a compiled call that raises where eager did not is one too.  The one thing
+not compared is eager's own nondeterminism, counted under "eager_nondeterministic": a sample whose
+eager result differs between two seeded calls (some random ops), and the empty* ops (UNINITIALIZED).
+Work is split over --workers processes (default 2) by op.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import subprocess
 import sys
+import time
 import warnings
+from pathlib import Path
 
-sys.argv = sys.argv[:1]
+ARGV, sys.argv = sys.argv[1:], sys.argv[:1]  # torch's test internals parse sys.argv on import
+# Sweep the checkout this file lives in: run as a script, sys.path holds tests/, and `import
+# compiler_core` would find whichever checkout is installed in the environment instead.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
 import compiler_core as cc  # noqa: E402
+
+DEFAULT_MAX_SAMPLES = 8
+# Their result is uninitialized memory: two eager calls can agree by reusing one freed block, and a
+# compiled call then "differs" (seen for empty_like). Not compared, like any eager nondeterminism.
+UNINITIALIZED = {"empty", "empty_like", "empty_permuted", "empty_strided", "new_empty", "new_empty_strided"}
 
 
 def _same(a, b) -> bool:
@@ -28,52 +57,183 @@ def _same(a, b) -> bool:
         return False
 
 
-def main() -> None:
+def _fresh(value):
+    """A copy with the same sizes, strides and storage offset, so no call sees another call's writes."""
+    if isinstance(value, torch.Tensor):
+        storage = value.untyped_storage().clone()
+        return value.new_empty(0).set_(storage, value.storage_offset(), value.size(), value.stride())
+    if isinstance(value, (list, tuple)):
+        return type(value)(_fresh(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _fresh(v) for k, v in value.items()}
+    return value
+
+
+def _layouts(sample) -> list:
+    tensors = [t for t in (sample.input, *sample.args, *sample.kwargs.values()) if isinstance(t, torch.Tensor)]
+    return [(t.stride(), t.storage_offset()) for t in tensors]
+
+
+def _spread(count: int, cap: int | None) -> list[int]:
+    """Which samples to run: all, or `cap` of them evenly spread, the first always included."""
+    if cap is None or count <= cap:
+        return list(range(count))
+    if cap == 1:
+        return [0]
+    return sorted({round(i * (count - 1) / (cap - 1)) for i in range(cap)})
+
+
+def _native(stats: dict) -> bool:
+    return stats["fallback_graphs"] == 0 and stats["kernel_count"] > 0 and not stats["fallback_ops"]
+
+
+def run_sample(op, sample) -> tuple[str, str]:
+    """(outcome, detail); outcome is native_match, eager_match, mismatch or eager_nondeterministic."""
+
+    def fn(x, *args, **kwargs):
+        return op.op(x, *args, **kwargs)
+
+    if op.name in UNINITIALIZED:
+        return "eager_nondeterministic", ""
+    torch.manual_seed(0)
+    expected = fn(*_fresh((sample.input, *sample.args)), **_fresh(sample.kwargs))
+    torch.manual_seed(0)
+    if not _same(fn(*_fresh((sample.input, *sample.args)), **_fresh(sample.kwargs)), expected):
+        return "eager_nondeterministic", ""
+    torch._dynamo.reset()
+    compiled = cc.compile(fn, backend="cpp")
+    before = compiled.session
+    torch.manual_seed(0)
+    try:
+        got = compiled(*_fresh((sample.input, *sample.args)), **_fresh(sample.kwargs))
+    except Exception as exc:  # noqa: BLE001 - eager did not raise, so this is a failure
+        return "mismatch", f"raised {type(exc).__name__}: {str(exc)[:160]}"
+    ran_ours = compiled.session is not before and _native(compiled.session.stats)
+    if not _same(got, expected):
+        return "mismatch", "differs from eager" + ("" if ran_ours else " (graph ran partly in eager)")
+    return ("native_match" if ran_ours else "eager_match"), ""
+
+
+def sweep_op(op, cap: int | None) -> dict:
+    name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
+    row = {"op": name, "status": "", "available": 0, "run": 0, "native": 0, "matched": 0, "mismatched": 0,
+           "eager_nondeterministic": 0, "mismatches": []}
+    try:
+        samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))
+        first = run_sample(op, samples[0])
+    except Exception:  # noqa: BLE001 - no usable sample, or eager itself raises
+        row["status"] = "skipped"
+        return row
+    row["available"] = len(samples)
+    if first[0] == "eager_nondeterministic":
+        row["status"] = "skipped"
+        row["eager_nondeterministic"] = 1
+        return row
+    compiled_op = first[0] == "native_match" or (first[0] == "mismatch" and "partly in eager" not in first[1])
+    runs = []
+    for index in _spread(len(samples), cap if compiled_op else 1):
+        sample = samples[index]
+        variants = [("contiguous", sample)]
+        if compiled_op:
+            strided = sample.noncontiguous()
+            if _layouts(strided) != _layouts(sample):
+                variants.append(("noncontiguous", strided))
+        for variant, s in variants:
+            try:
+                outcome = first if (index, variant) == (0, "contiguous") else run_sample(op, s)
+            except Exception:  # noqa: BLE001 - eager raises on this sample: nothing to compare
+                continue
+            runs.append((index, variant, *outcome))
+    for index, variant, outcome, detail in runs:
+        if outcome == "eager_nondeterministic":
+            row["eager_nondeterministic"] += 1
+            continue
+        row["run"] += 1
+        row["native"] += outcome == "native_match"
+        row["matched"] += outcome in ("native_match", "eager_match")
+        if outcome == "mismatch":
+            row["mismatched"] += 1
+            row["mismatches"].append([index, variant, detail])
+    row["status"] = "compiled" if compiled_op else "partly_eager"
+    return row
+
+
+def sweep(shard: int, shards: int, cap: int | None, names: set[str] | None) -> list[dict]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     warnings.filterwarnings("ignore")
-    torch._dynamo.config.cache_size_limit = 64
-    out = {"compiled_match": [], "fell_back": [], "silent_mismatch": [], "skipped": []}
-    for op in op_db:
-        if not op.supports_dtype(torch.float32, "cpu"):
-            continue
-        name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-        try:
-            sample = next(iter(op.sample_inputs("cpu", torch.float32, requires_grad=False)))
-            args = (sample.input, *sample.args)
+    # Every sample compiles afresh, so the limit is never the reason a call runs eager; should it be
+    # reached anyway, fail loudly rather than let Dynamo run the frame in eager without a word.
+    torch._dynamo.config.fail_on_recompile_limit_hit = True
+    ops = [op for op in op_db if op.supports_dtype(torch.float32, "cpu")
+           and (names is None or op.name + (f".{op.variant_test_name}" if op.variant_test_name else "") in names)]
+    return [sweep_op(op, cap) for op in ops[shard::shards]]
 
-            def fn(*a, _op=op, _kw=sample.kwargs):
-                return _op.op(*a, **_kw)
 
-            torch.manual_seed(0)
-            expected = fn(*args)
-            torch.manual_seed(0)
-            if not _same(fn(*args), expected):
-                out["skipped"].append(name)
-                continue
-        except Exception:  # noqa: BLE001 - no usable sample or eager itself raises
-            out["skipped"].append(name)
-            continue
-        torch._dynamo.reset()
-        compiled = cc.compile(fn, backend="cpp")
-        torch.manual_seed(0)
-        try:
-            got = compiled(*args)
-        except Exception as exc:  # noqa: BLE001 - recorded as a mismatch: eager did not raise
-            out["silent_mismatch"].append([name, f"raised {type(exc).__name__}: {str(exc)[:100]}"])
-            continue
-        stats = compiled.session.stats
-        ours = stats["fallback_graphs"] == 0 and stats["kernel_count"] > 0 and not stats["fallback_ops"]
-        if not _same(got, expected):
-            if ours:
-                out["silent_mismatch"].append([name, "differs from eager"])
-            else:
-                out["fell_back"].append(name)  # eager pieces in the graph; a mismatch there is torch's
-        elif ours:
-            out["compiled_match"].append(name)
-        else:
-            out["fell_back"].append(name)
-    print(json.dumps(out))
+def summarize(rows: list[dict], cap: int | None, seconds: float) -> dict:
+    compiled = [r for r in rows if r["status"] == "compiled"]
+    return {
+        "compiled_match": sorted(r["op"] for r in compiled if r["mismatched"] == 0),
+        "partly_eager": sorted(r["op"] for r in rows if r["status"] == "partly_eager" and r["mismatched"] == 0),
+        "silent_mismatch": sorted([r["op"], *m] for r in rows for m in r["mismatches"]),
+        "skipped": sorted(r["op"] for r in rows if r["status"] == "skipped"),
+        "samples": {key: sum(r[key] for r in rows) for key in ("run", "native", "matched", "mismatched",
+                                                              "eager_nondeterministic")},
+        "max_samples_per_op": cap,
+        "seconds": round(seconds, 1),
+        "rows": rows,
+    }
+
+
+def print_report(result: dict, table: bool) -> None:
+    if table:
+        print(f"{'op':44} {'status':12} {'avail':>5} {'run':>4} {'native':>6} {'match':>5} {'mismatch':>8}")
+        for r in sorted(result["rows"], key=lambda r: (r["status"], r["op"])):
+            print(f"{r['op']:44} {r['status']:12} {r['available']:5} {r['run']:4} {r['native']:6} "
+                  f"{r['matched']:5} {r['mismatched']:8}")
+        print()
+    cap = result["max_samples_per_op"]
+    s = result["samples"]
+    print(f"ops: {len(result['compiled_match'])} compiled and matched, {len(result['partly_eager'])} ran partly "
+          f"in eager and matched, {len({m[0] for m in result['silent_mismatch']})} with mismatches, "
+          f"{len(result['skipped'])} skipped")
+    print(f"samples: {s['run']} run ({s['native']} by our kernels), {s['matched']} matched, {s['mismatched']} "
+          f"mismatched, {s['eager_nondeterministic']} not compared (eager nondeterministic); "
+          + ("all samples of compiled ops" if cap is None
+             else f"at most {cap} samples per compiled op (--all lifts this)")
+          + f", each also non-contiguous; {result['seconds']} s")
+    for m in result["silent_mismatch"]:
+        print(f"MISMATCH {m[0]} sample {m[1]} ({m[2]}): {m[3]}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--table", action="store_true", help="print one row per op")
+    parser.add_argument("--all", action="store_true", help="run every sample of compiled ops (no cap)")
+    parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--ops", help="comma-separated op names: sweep only these (for debugging)")
+    parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
+    args = parser.parse_args(ARGV)
+    cap = None if args.all else args.max_samples
+    if args.shard:
+        shard, shards = map(int, args.shard.split("/"))
+        names = set(args.ops.split(",")) if args.ops else None
+        print(json.dumps(sweep(shard, shards, cap, names)))
+        return
+    start = time.perf_counter()
+    flags = (["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
+    workers = [subprocess.Popen([sys.executable, __file__, "--shard", f"{i}/{args.workers}", *flags],
+                                stdout=subprocess.PIPE, text=True) for i in range(args.workers)]
+    rows = []
+    for w in workers:
+        out, _ = w.communicate()
+        if w.returncode != 0:
+            sys.exit(f"sweep worker failed with exit code {w.returncode}")
+        rows += json.loads(out.strip().splitlines()[-1])
+    result = summarize(rows, cap, time.perf_counter() - start)
+    print_report(result, args.table)
+    print(json.dumps(result))
 
 
 if __name__ == "__main__":
