@@ -65,7 +65,9 @@ PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.col
 # ATen ops that return a view of their input although their schema has no alias annotation
 # (PITFALLS.md: 3-D matmuls and SDPA's math path end in `_unsafe_view`).  Treating one as a fresh
 # buffer lets the memory planner hand its storage to another tensor while the view is alive.
-UNANNOTATED_VIEWS = {aten._unsafe_view}
+# unsafe_split and unsafe_chunk likewise return views of their input (found by the OpInfo sweep
+# under the memory checking mode).
+UNANNOTATED_VIEWS = {aten._unsafe_view, aten.unsafe_split, aten.unsafe_split_with_sizes, aten.unsafe_chunk}
 PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", prims.sub: "sub",
                    prims.neg: "neg", prims.exp: "exp", prims.rsqrt: "rsqrt", prims.sqrt: "sqrt",
                    prims.where: "where", prims.abs: "abs"}
