@@ -46,3 +46,17 @@ def test_named_tensors_walks_model_outputs():
     found = named_tensors(out)
     assert sorted(found) == ["out.hidden.0", "out.logits"]  # integer tensors are not compared
     assert torch.equal(found["out.logits"], torch.ones(2))
+
+
+def test_eager_error_widens_the_allowance_per_tensor():
+    # A deep fp32 backward: eager itself is 3e-4 off the fp64 reference on one gradient.
+    ref = {"g": torch.zeros(4, dtype=torch.float64), "h": torch.ones(4, dtype=torch.float64)}
+    eager = {"g": torch.tensor([3e-4, 0, 0, 0]), "h": torch.ones(4)}
+    near = {"g": torch.tensor([0, 5e-4, 0, 0]), "h": torch.ones(4)}
+    assert not compare(near, ref, torch.float32).ok  # beyond the fixed fp32 tolerance
+    assert compare(near, ref, torch.float32, eager).ok  # but within 2x of eager's own error
+    # Eager's error on one tensor does not excuse an error on another.
+    off = {"g": torch.zeros(4), "h": torch.tensor([1, 1, 1, 1 + 5e-4])}
+    assert not compare(off, ref, torch.float32, eager).ok
+    far = {"g": torch.tensor([0, 7e-4, 0, 0]), "h": torch.ones(4)}
+    assert not compare(far, ref, torch.float32, eager).ok  # more than 2x eager's error

@@ -86,9 +86,15 @@ def _probe_loss(fields: tuple[str, ...], probes: dict[str, torch.Tensor]) -> Cal
     element gets its own gradient (a plain sum or mean would hide a permuted or transposed result)."""
 
     def loss(out):
-        return sum((getattr(out, f).float() * probes[f].float()).mean() for f in fields)
+        return sum(_weighted_mean(getattr(out, f), probes[f]) for f in fields)
 
     return loss
+
+
+def _weighted_mean(value: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
+    # At least fp32 (a bf16 mean of 3M terms loses the loss), and fp64 for the fp64 reference run.
+    acc = torch.promote_types(value.dtype, torch.float32)
+    return (value.to(acc) * weight.to(acc)).mean()
 
 
 def _with_probes(model: torch.nn.Module, inputs: dict, fields: tuple[str, ...], device, dtype) -> ZooCase:
@@ -346,7 +352,7 @@ def _classifier_case(model: torch.nn.Module, size: str, device, dtype) -> ZooCas
     with torch.no_grad():
         logits_shape = tuple(model(**inputs).shape)
     probe = _random(torch.Generator().manual_seed(SEED + 1), logits_shape, device, dtype)
-    return ZooCase(model, inputs, lambda out: (out.float() * probe.float()).mean())
+    return ZooCase(model, inputs, lambda out: _weighted_mean(out, probe))
 
 
 def torchvision_resnet18(size: str, device, dtype, mask: bool = True) -> ZooCase:
