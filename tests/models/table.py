@@ -21,7 +21,7 @@ import torch
 import compiler_core as cc
 from compiler_core.bench.timing import time_interleaved
 
-from .check import ZooRun, run_inference, run_training
+from .check import EAGER_SLACK, ZooRun, run_inference, run_training
 from .zoo import ZooCase, ZooEntry
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -98,6 +98,11 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
                kernels=stats["kernel_count"], extern_calls=stats["extern_calls"],
                fallback_ops=len(stats["fallback_ops"]), graph_breaks=stats["graph_breaks"],
                fallback_graphs=stats["fallback_graphs"], note="; ".join(run.fallbacks))
+    if run.aot_eager_match is not None:  # judged on the second look (check.py): say so in the row
+        row["aot_eager_err"] = run.aot_eager_match.max_err
+        verdict = "within" if run.ok else "beyond"
+        row["note"] = "; ".join(filter(None, [row["note"], f"{verdict} {EAGER_SLACK:g}x of eager's or aot_eager's "
+                                              f"error (aot_eager: {run.aot_eager_match.describe()})"]))
     try:
         ms, inductor_note = _timings(run, device, mode, repeats, inductor) if repeats > 0 else ({}, None)
     except Exception as exc:  # noqa: BLE001 - ours may compile and then fail when called again
