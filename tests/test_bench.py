@@ -74,10 +74,27 @@ def test_bench_smoke_on_gpu(tmp_path):
     assert all(isinstance(r["ours_peak_bytes"], int) for r in report["rows"] if r["ours_ms"] is not None)
 
 
-def test_training_workloads_are_reported_as_not_supported(tmp_path):
-    report = run_bench(tmp_path, "--only", "tiny_chain,mlp_train_step", "--no-inductor")
-    assert report["not_supported_yet"] == ["mlp_train_step"]
-    assert [r["workload"] for r in report["rows"]] == ["tiny_chain"]
+def test_training_workloads_run_and_match(tmp_path):
+    # Loss + backward through ours: the row's check covers the loss and every gradient.
+    report = run_bench(tmp_path, "--only", "mlp_train_step,gpt_block", "--no-inductor")
+    check_schema(report, ["mlp_train_step", "gpt_block"])
+    assert report["not_supported_yet"] == []
+    for row in report["rows"]:
+        assert row["train"] and row["matches_eager"], (row["workload"], row.get("mismatch"), row.get("ours_error"))
+        assert row["ours_fallback_graphs"] == 0, row["ours_notes"]
+
+
+def test_training_check_compares_every_gradient():
+    from compiler_core.bench.runner import _matches_training
+
+    loss, g1, g2 = torch.tensor(1.0), torch.full((3,), 1e-3), torch.full((2, 2), 5.0)
+    assert _matches_training((loss, g1, g2), (loss, g1, g2), torch.float32)[0]
+    # A small gradient off by 1e-4 is 10% wrong: an absolute tolerance of 1e-4 would pass it.
+    ok, why = _matches_training((loss, g1 + 1e-4, g2), (loss, g1, g2), torch.float32)
+    assert not ok and why.startswith("grad 0")
+    nan = g2.clone()
+    nan[0, 0] = float("nan")
+    assert not _matches_training((loss, g1, nan), (loss, g1, g2), torch.float32)[0]
 
 
 def test_table_flags_mismatches_and_errors():

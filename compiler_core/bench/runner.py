@@ -84,6 +84,35 @@ def _matches(out: Any, expected: Any, dtype: torch.dtype) -> tuple[bool, Optiona
 
 
 
+def _matches_training(out: Any, expected: Any, dtype: torch.dtype) -> tuple[bool, Optional[str]]:
+    """Loss and gradients: each tensor within rtol of its own largest magnitude (+ a floor), since
+    gradients are small numbers whose absolute tolerance would pass anything."""
+    rtol, _ = TOLERANCES.get(dtype, (1e-4, 1e-4))
+    names = ["loss", *(f"grad {i}" for i in range(len(expected) - 1))]
+    for name, o, e in zip(names, out, expected):
+        o, e = o.detach().double(), e.detach().double()
+        err, scale = (o - e).abs().max().item(), e.abs().max().item()
+        if not err <= rtol * scale + 1e-6:  # also catches NaN
+            return False, f"{name}: max error {err:.3g}, max |eager| {scale:.3g} (allowed {rtol:g} of it)"
+    return True, None
+
+
+def _step(w: Workload, fn: Callable, args: tuple) -> Callable[[], Any]:
+    """What one call of a contender runs: fn(*args), or for training fn's loss and its backward,
+    returning (loss, gradient of each input that requires grad)."""
+    if not w.train:
+        return lambda: fn(*args)
+    params = [a for a in args if isinstance(a, torch.Tensor) and a.requires_grad]
+
+    def train_step() -> tuple:
+        for p in params:
+            p.grad = None
+        loss = fn(*args)
+        loss.backward()
+        return (loss.detach(), *(p.grad for p in params))
+    return train_step
+
+
 def _ratio(a: Optional[float], b: Optional[float]) -> Optional[float]:
     return a / b if a is not None and b else None
 
@@ -104,11 +133,11 @@ def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[
     fn = inductor.private_copy(w.fn)  # our own code object: Inductor's compilations stay apart
     try:
         cold = cc.compile(fn)
-        out, row["ours_compile_cold_s"] = timing.timed_call(lambda: cold(*args), device)
+        out, row["ours_compile_cold_s"] = timing.timed_call(_step(w, cold, args), device)
         session = cold.session
         # Warm: an identical program compiled again in the same process, so the kernel cache is hot.
         warm = cc.compile(fn)
-        _, row["ours_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
+        _, row["ours_compile_warm_s"] = timing.timed_call(_step(w, warm, args), device)
     except Exception as exc:  # noqa: BLE001 - a failing row is recorded, the bench goes on
         row["ours_error"] = _error_text(exc)
         log(f"{w.name}: ours raised {row['ours_error']}\n{traceback.format_exc()}")
@@ -134,9 +163,9 @@ def _compile_ours(w: Workload, args: tuple, device: str, row: dict) -> Optional[
 def _compile_inductor(w: Workload, args: tuple, device: str, row: dict) -> Optional[Callable]:
     try:
         cold = inductor.compile_with_inductor(w.fn)
-        out, row["inductor_compile_cold_s"] = timing.timed_call(lambda: cold(*args), device)
+        out, row["inductor_compile_cold_s"] = timing.timed_call(_step(w, cold, args), device)
         warm = inductor.compile_with_inductor(w.fn)  # a second copy: Inductor's own caches are hot
-        out, row["inductor_compile_warm_s"] = timing.timed_call(lambda: warm(*args), device)
+        out, row["inductor_compile_warm_s"] = timing.timed_call(_step(w, warm, args), device)
     except Exception as exc:  # noqa: BLE001 - e.g. no C++ compiler: record null and continue
         row["inductor_error"] = _error_text(exc)
         log(f"{w.name}: Inductor failed: {row['inductor_error']}")
@@ -170,21 +199,23 @@ def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
     args = w.make_inputs(device, opts.size)
     dims, dtype = w.shape(device, opts.size)
     row: dict[str, Any] = {
-        "workload": w.name, "shape": list(dims), "dtype": str(dtype).replace("torch.", ""),
+        "workload": w.name, "shape": list(dims), "dtype": str(dtype).replace("torch.", ""), "train": w.train,
         "eager_ms": None, "inductor_ms": None, "ours_ms": None,
         "ideal_bytes": None, "memory_bound": w.memory_bound, "ours_GBps": None,
         "ours_compile_cold_s": None, "ours_compile_warm_s": None, "inductor_compile_cold_s": None,
         "ours_kernels": None, "ours_peak_bytes": None, "inductor_peak_bytes": None,
-        "peak_bytes_source": "cuda allocator, one call" if device == "cuda" else "planned by our memory plan (CPU)",
+        "peak_bytes_source": "cuda allocator, one call" if device == "cuda" else
+        "planned by our memory plan (CPU): the largest graph's planned peak, extern calls' outputs included",
     }
-    expected = w.fn(*args)
+    matches = _matches_training if w.train else _matches
+    expected = _step(w, w.fn, args)()
     timing.synchronize(device)
     row["ideal_bytes"] = tensor_bytes(args) + tensor_bytes(expected)
 
     log(f"{w.name}: compiling ours")
     ours = _compile_ours(w, args, device, row)
     if ours is not None:
-        row["matches_eager"], row["mismatch"] = _matches(row.pop("_first_out"), expected, dtype)
+        row["matches_eager"], row["mismatch"] = matches(row.pop("_first_out"), expected, dtype)
         if not row["matches_eager"]:
             log(f"{w.name}: ours DOES NOT MATCH eager: {row['mismatch']}")
     fast = None
@@ -192,13 +223,13 @@ def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
         log(f"{w.name}: compiling Inductor")
         fast = _compile_inductor(w, args, device, row)
         if fast is not None:
-            row["inductor_matches_eager"], _ = _matches(row.pop("_inductor_out"), expected, dtype)
+            row["inductor_matches_eager"], _ = matches(row.pop("_inductor_out"), expected, dtype)
 
-    contenders: dict[str, Callable[[], object]] = {"eager": lambda: w.fn(*args)}
+    contenders: dict[str, Callable[[], object]] = {"eager": _step(w, w.fn, args)}
     if fast is not None:
-        contenders["inductor"] = lambda: fast(*args)
+        contenders["inductor"] = _step(w, fast, args)
     if ours is not None:
-        contenders["ours"] = lambda: ours(*args)
+        contenders["ours"] = _step(w, ours, args)
     if device == "cuda" and w.launch_bound:
         contenders.update(_reduce_overhead_contenders(w, args, expected, dtype, opts, row))
     log(f"{w.name}: timing {', '.join(contenders)} ({opts.samples} samples each)")
@@ -367,5 +398,5 @@ def format_table(report: dict) -> str:
             if r.get(key):
                 text.append(f"{r['workload']}: {key}: {r[key]}")
     if report["not_supported_yet"]:
-        text.append(f"not supported yet: {', '.join(report['not_supported_yet'])} (training workloads)")
+        text.append(f"not supported yet: {', '.join(report['not_supported_yet'])}")
     return "\n".join(text)

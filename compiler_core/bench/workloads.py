@@ -43,6 +43,30 @@ def tiny_chain(x: torch.Tensor) -> torch.Tensor:
     return x
 
 
+# Training workloads: the function returns the loss; the bench times loss + backward and checks the
+# loss and every gradient (the inputs that require grad are the parameters).
+
+def mlp_train_step(x: torch.Tensor, w1: torch.Tensor, b1: torch.Tensor, w2: torch.Tensor, b2: torch.Tensor,
+                   ln_w: torch.Tensor, ln_b: torch.Tensor) -> torch.Tensor:
+    h = F.gelu(F.linear(x, w1, b1))
+    y = F.layer_norm(F.linear(h, w2, b2), (x.shape[-1],), ln_w, ln_b)
+    return y.float().square().mean()
+
+
+def gpt_block(x: torch.Tensor, ln1_w: torch.Tensor, ln1_b: torch.Tensor, w_qkv: torch.Tensor, b_qkv: torch.Tensor,
+              w_proj: torch.Tensor, b_proj: torch.Tensor, ln2_w: torch.Tensor, ln2_b: torch.Tensor,
+              w_fc: torch.Tensor, b_fc: torch.Tensor, w_out: torch.Tensor, b_out: torch.Tensor) -> torch.Tensor:
+    """One pre-LN GPT block (causal attention + GELU MLP); the head count is w_qkv's rows / 3 / 64."""
+    batch, seq, d = x.shape
+    heads = d // 64
+    q, k, v = F.linear(F.layer_norm(x, (d,), ln1_w, ln1_b), w_qkv, b_qkv).split(d, dim=-1)
+    q, k, v = (t.view(batch, seq, heads, d // heads).transpose(1, 2) for t in (q, k, v))
+    attn = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(batch, seq, d)
+    x = x + F.linear(attn, w_proj, b_proj)
+    x = x + F.linear(F.gelu(F.linear(F.layer_norm(x, (d,), ln2_w, ln2_b), w_fc, b_fc)), w_out, b_out)
+    return x.float().square().mean()
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -53,6 +77,7 @@ class Workload:
     memory_bound: bool
     flops: Callable[[tuple[int, ...]], int] = lambda dims: 0  # for compute-bound rows (TFLOP/s)
     launch_bound: bool = False  # also timed with mode="reduce-overhead" (CUDA graphs) on CUDA
+    train: bool = False  # fn returns a loss: timed as loss + backward, checked on loss and gradients
 
     def make_inputs(self, device: str, size: str = "full", seed: int = 0) -> tuple[torch.Tensor, ...]:
         dims, dtype = self.shape(device, size)
@@ -94,6 +119,35 @@ def _three_flat_inputs(dims, dtype, device):
     return tuple(_rand(*dims, dtype=dtype, device=device) for _ in range(3))
 
 
+def _param(*shape: int, dtype: torch.dtype, device: str, scale: float = 1.0, fill: float | None = None) -> torch.Tensor:
+    t = torch.full(shape, fill, dtype=dtype, device=device) if fill is not None else \
+        _rand(*shape, dtype=dtype, device=device) * scale
+    return t.requires_grad_(True)
+
+
+def _linear_params(n_in: int, n_out: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    return _param(n_out, n_in, dtype=dtype, device=device, scale=n_in**-0.5), \
+        _param(n_out, dtype=dtype, device=device, scale=0.02)
+
+
+def _layer_norm_params(d: int, dtype, device) -> tuple[torch.Tensor, torch.Tensor]:
+    return _param(d, dtype=dtype, device=device, fill=1.0), _param(d, dtype=dtype, device=device, fill=0.0)
+
+
+def _mlp_train_inputs(dims, dtype, device):
+    batch, d = dims
+    return (_rand(batch, d, dtype=dtype, device=device), *_linear_params(d, 4 * d, dtype, device),
+            *_linear_params(4 * d, d, dtype, device), *_layer_norm_params(d, dtype, device))
+
+
+def _gpt_block_inputs(dims, dtype, device):
+    batch, seq, d = dims
+    return (_rand(batch, seq, d, dtype=dtype, device=device).requires_grad_(True),
+            *_layer_norm_params(d, dtype, device), *_linear_params(d, 3 * d, dtype, device),
+            *_linear_params(d, d, dtype, device), *_layer_norm_params(d, dtype, device),
+            *_linear_params(d, 4 * d, dtype, device), *_linear_params(4 * d, d, dtype, device))
+
+
 f32, bf16 = torch.float32, torch.bfloat16
 
 # GPU and CPU sizes from TARGETS.md ("full"), plus "small" for smoke tests.
@@ -122,10 +176,16 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              {"cuda": {"full": ((1024,), f32), "small": ((1024,), f32)},
               "cpu": {"full": ((1024,), f32), "small": ((1024,), f32)}},
              _rows_inputs, memory_bound=False, launch_bound=True),
+    Workload("mlp_train_step", mlp_train_step,
+             {"cuda": {"full": ((8192, 4096), f32), "small": ((64, 64), f32)},
+              "cpu": {"full": ((1024, 512), f32), "small": ((32, 32), f32)}},
+             # forward 2 matmuls, backward 4, of batch x d x 4d each
+             _mlp_train_inputs, memory_bound=False, train=True, flops=lambda d: 6 * 2 * d[0] * d[1] * 4 * d[1]),
+    Workload("gpt_block", gpt_block,
+             {"cuda": {"full": ((8, 1024, 1024), bf16), "small": ((2, 64, 128), bf16)},
+              "cpu": {"full": ((4, 128, 256), f32), "small": ((2, 16, 64), f32)}},
+             _gpt_block_inputs, memory_bound=False, train=True),
 ]}
 
-# In TARGETS.md but not benchmarked yet: they need training support in the bench loop.
-NOT_SUPPORTED_YET = {
-    "mlp_train_step": "training workload (forward + backward); the bench runs inference workloads only for now",
-    "gpt_block": "training workload (forward + backward); the bench runs inference workloads only for now",
-}
+# In TARGETS.md but not benchmarked yet (none today; the runner still reports any listed here).
+NOT_SUPPORTED_YET: dict[str, str] = {}
