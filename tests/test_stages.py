@@ -59,6 +59,28 @@ def test_matmul_is_an_extern_call_and_its_epilogue_one_kernel():
     assert s.stats["extern_calls"] == 1 and s.stats["fallback_ops"] == []
 
 
+def test_low_precision_matmuls_run_in_their_own_dtype():
+    # torch's addmm/baddbmm decompositions upcast every operand to fp32: a bf16 Linear became two
+    # conversion kernels and an fp32 matmul (no bf16 tensor cores), several times slower than eager.
+    w, b = torch.randn(16, 8).bfloat16(), torch.randn(16).bfloat16()
+    x, q, k = torch.randn(4, 8).bfloat16(), torch.randn(2, 4, 8).bfloat16(), torch.randn(2, 8, 4).bfloat16()
+    bias = torch.randn(2, 4, 4).bfloat16()
+
+    def f(x, w, b, q, k, bias):
+        return F.linear(x, w, b), torch.baddbmm(bias, q, k, alpha=0.5)
+
+    s = _explain(f, x, w, b, q, k, bias)
+    matmuls = [n for n in s.graphs[0].aten_graph.graph.nodes
+               if n.op == "call_function" and n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default)]
+    assert len(matmuls) == 2
+    for node in matmuls:
+        assert all(a.meta["val"].dtype == torch.bfloat16 for a in node.args), node.format_node()
+    fast = cc.compile(f)
+    for got, want in zip(fast(x, w, b, q, k, bias), f(x, w, b, q, k, bias)):
+        assert got.dtype == torch.bfloat16
+        torch.testing.assert_close(got, want, rtol=1.6e-2, atol=1e-2)
+
+
 # ---- the decision log -------------------------------------------------------------------------
 def test_every_decision_has_a_reason_and_refusals_say_why():
     s = _explain(lambda a, b, c: torch.relu(a @ b + c), torch.randn(8, 4), torch.randn(4, 8), torch.randn(8))

@@ -23,7 +23,7 @@ prims = torch.ops.prims
 DECOMPOSE = [
     aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
     aten.std_mean, aten.gelu, aten.silu, aten.mish, aten.hardtanh, aten.hardsigmoid, aten.hardswish,
-    aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addmm, aten.addcmul, aten.addcdiv,
+    aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addcmul, aten.addcdiv,
     aten.lerp, aten.rsub, aten.masked_fill, aten.clamp_min, aten.clamp_max, aten.square, aten.xlogy,
     aten.logaddexp, aten.frac, aten.threshold, aten.native_dropout, aten.hypot, aten.sinc, aten.log10,
     aten.log2, aten.exp2, aten.erfc, aten.sgn, aten.linalg_vector_norm, aten.norm, aten.mse_loss,
@@ -31,13 +31,40 @@ DECOMPOSE = [
     aten.gelu_backward, aten.silu_backward, aten.sigmoid_backward, aten.tanh_backward,
     aten.threshold_backward, aten.where.ScalarOther, aten.where.ScalarSelf, aten.full_like,
     aten.zeros_like, aten.ones_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.mean.default,
-    aten.transpose, aten.t, aten.baddbmm, aten.dot, aten.mv,
+    aten.transpose, aten.t, aten.dot, aten.mv,
 ]
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    return _compat.get_decompositions(DECOMPOSE)
+    return {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE}
+
+
+# addmm and baddbmm: the matmul stays one extern call in the inputs' own dtype and the scaling and
+# bias become pointwise ops that fuse into the next kernel. torch's own decompositions of these two
+# upcast every input to fp32 first (`pw_cast_for_opmath`): for bf16 that is a conversion kernel per
+# operand and an fp32 matmul without bf16 tensor cores, several times slower than eager's addmm.
+
+def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta=1, alpha=1) -> torch.Tensor:
+    return _scale_and_add(aten.mm.default(mat1, mat2), self, beta, alpha)
+
+
+def _baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta=1,
+             alpha=1) -> torch.Tensor:
+    return _scale_and_add(aten.bmm.default(batch1, batch2), self, beta, alpha)
+
+
+def _scale_and_add(product: torch.Tensor, self: torch.Tensor, beta, alpha) -> torch.Tensor:
+    if not product.is_floating_point() and not product.is_complex():
+        beta, alpha = int(beta), int(alpha)
+    out = product if alpha == 1 else product * alpha
+    if beta == 0:  # `self` is ignored, NaNs included, as in eager
+        return out
+    # The product first: the result takes its (contiguous) layout, as eager's addmm returns.
+    return out + (self if beta == 1 else self * beta)
+
+
+MATMUL_WITH_EPILOGUE = {aten.addmm.default: _addmm, aten.baddbmm.default: _baddbmm}
 
 
 # ATen op (overload packet) -> primitive name.  Anything else is an extern call.
