@@ -7,9 +7,10 @@
 Every program is sampled round-robin after warm-up (a slow spell of a shared machine hits all alike),
 each sample long enough that timer resolution does not dominate (compiler_core.bench.timing), with
 CUDA events on the GPU. Round-robin alone does not make a 2-core machine fair (PITFALLS.md: eager's
-OpenMP regions stall when another process holds a core), so the result also carries the spread of
-each side, the load average against the cores, and a short second measurement; when any of them
-disagrees the view says "noisy: rerun" instead of quoting a ratio.
+OpenMP regions stall when another process holds a core, every sample alike), so the result also
+carries the spread of each side, the load average against the cores, a short second measurement and,
+on the CPU, eager re-timed with one thread; when any of them disagrees the view says "noisy: rerun"
+instead of quoting a ratio.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ MAX_RELATIVE_SPREAD = 0.25
 # The quick re-measure's ratio may differ from the main one by this fraction before it counts as noise.
 MAX_RECHECK_DISAGREEMENT = 0.25
 RECHECK_REPEATS = 3
+# Eager with several threads slower than with one by this factor: its threads are waiting for cores.
+MAX_THREAD_SLOWDOWN = 1.5
 
 
 @dataclass(frozen=True)
@@ -69,6 +72,9 @@ class TimingResult:
     timer: str  # "time.perf_counter" or "CUDA events"
     load: Optional[tuple[float, int]] = None  # (1-minute load average, usable cores) while measuring
     recheck: dict[str, float] = field(default_factory=dict)  # name -> median of the quick re-measure
+    # CPU: eager's median with one intra-op thread; far below its multi-thread median, eager's parallel
+    # regions were waiting for a core another process held (PITFALLS.md), however tight the samples.
+    eager_one_thread_s: Optional[float] = None
     reasons: tuple[str, ...] = ()  # why the measurement is noisy ("" none)
 
     @property
@@ -139,12 +145,27 @@ def time_programs(programs: dict[str, Callable[[], object]], device: str, repeat
     seconds = interleaved(programs, calls, device, repeats)
     load = load_average()
     again = interleaved(programs, calls, device, RECHECK_REPEATS) if recheck and repeats >= 3 else {}
+    one_thread = None
+    if recheck and device == "cpu" and torch.get_num_threads() > 1 and "eager" in programs:
+        one_thread = one_thread_median(programs["eager"], calls["eager"])
     threads = threads or {}
     samples = {name: Samples(name, tuple(seconds[name]), calls[name], threads.get(name)) for name in programs}
     rechecked = {name: statistics.median(s) for name, s in again.items()}
     return TimingResult(samples=samples, device=device,
                         timer="CUDA events" if device == "cuda" else "time.perf_counter",
-                        load=load, recheck=rechecked, reasons=noise_reasons(samples, load, rechecked))
+                        load=load, recheck=rechecked, eager_one_thread_s=one_thread,
+                        reasons=noise_reasons(samples, load, rechecked, one_thread))
+
+
+def one_thread_median(fn: Callable[[], object], calls: int) -> float:
+    """Median seconds per call of `fn` with torch's intra-op threads set to one (restored after)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        fn()
+        return statistics.median(sample_seconds(fn, calls, "cpu") for _ in range(RECHECK_REPEATS))
+    finally:
+        torch.set_num_threads(threads)
 
 
 def interleaved(programs: dict[str, Callable[[], object]], calls: dict[str, int], device: str,
@@ -191,9 +212,16 @@ def load_average() -> Optional[tuple[float, int]]:
 
 
 def noise_reasons(samples: dict[str, Samples], load: Optional[tuple[float, int]],
-                  recheck: dict[str, float]) -> tuple[str, ...]:
+                  recheck: dict[str, float], eager_one_thread_s: Optional[float] = None) -> tuple[str, ...]:
     """Why a measurement cannot support a headline ratio; () when it can."""
     reasons = []
+    if eager_one_thread_s is not None and "eager" in samples:
+        eager = samples["eager"]
+        # More threads may help little on a tiny op, but never make it this much slower on a quiet machine.
+        if eager_one_thread_s * MAX_THREAD_SLOWDOWN < eager.median:
+            reasons.append(f"eager took {eager.median * 1e3:.3g} ms with {eager.threads or 'several'} threads but "
+                           f"{eager_one_thread_s * 1e3:.3g} ms with one: its parallel regions waited for a core "
+                           "another process held")
     for s in samples.values():
         if s.relative_spread > MAX_RELATIVE_SPREAD:
             reasons.append(f"{s.name}'s samples spread {s.relative_spread:.0%} of its median (IQR)")

@@ -131,7 +131,11 @@ def test_contention_flags_noisy_samples_not_tight_ones():
     assert len(reasons) == 1 and "eager" in reasons[0]
     assert any("load average" in r for r in noise_reasons(tight, (3.5, 2), {}))
     assert any("re-measure" in r for r in noise_reasons(tight, None, {"eager": 1.0, "ours": 1.0}))
-    result = TimingResult(noisy, "cpu", "time.perf_counter", None, {}, reasons)
+    # every sample alike, but eager's threads stalled: one thread ran it far faster
+    stalled = {"eager": Samples("eager", (12.0, 12.0, 12.1), threads=2), "ours": tight["ours"]}
+    assert noise_reasons(stalled, (1.0, 2), {}, eager_one_thread_s=0.05)
+    assert not noise_reasons(tight, (1.0, 2), {}, eager_one_thread_s=1.2)
+    result = TimingResult(noisy, "cpu", "time.perf_counter", None, {}, reasons=reasons)
     assert result.noisy and result.headline().startswith("noisy: rerun")
     assert result.short() == "timing noisy: rerun"
 
