@@ -4,9 +4,11 @@
     program.inputs     # ('x',)          tensors read from the notebook namespace
     program.outputs    # ('y',)          names the cell assigns, written back after the call
     program.carried    # ()              assigned names the cell also reads: passed in, so `n = n + 1` works
-    program.source     # def __fcompile_cell(x): y = torch.relu(x); __fcompile_value = y * 2; return ...
+    program.source     # def __fcompile_cell(x): y = torch.relu(x); return (y * 2, (y,))
 
-The function keeps the cell's line numbers, so errors and graph breaks point at lines of the cell.
+The function keeps the cell's line numbers, so errors and graph breaks point at lines of the cell. It
+returns (the value of the last expression or None, the assigned names): the value is computed in the
+return itself, so no helper name of ours becomes a node of the user's graph.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from typing import Any
 import torch
 
 FUNCTION_NAME = "__fcompile_cell"
-VALUE_NAME = "__fcompile_value"
 UNSET_NAME = "__fcompile_unset"
 
 
@@ -65,9 +66,9 @@ def cell_program(cell: str, user_ns: dict[str, Any], filename: str) -> CellProgr
     if not body:
         raise CellError("the cell is empty: write the tensor code to compile below %%fcompile")
     has_value = isinstance(body[-1], ast.Expr)
+    value: ast.expr = ast.Constant(None)
     if has_value:
-        last = body[-1]
-        body[-1] = ast.copy_location(ast.Assign(targets=[ast.Name(VALUE_NAME, ast.Store())], value=last.value), last)
+        value = body.pop().value  # evaluated first in the return, as it would be before the names are read
     outputs = assigned_names(module)
     loaded = loaded_names(module)
     inputs = tuple(name for name in loaded if isinstance(user_ns.get(name), torch.Tensor))
@@ -79,14 +80,13 @@ def cell_program(cell: str, user_ns: dict[str, Any], filename: str) -> CellProgr
     carried = tuple(n for n in outputs if n in loaded and n in user_ns and n not in inputs)
     prelude = [ast.Assign(targets=[ast.Name(n, ast.Store())], value=ast.Name(UNSET_NAME, ast.Load()), lineno=1,
                           end_lineno=1, col_offset=0) for n in outputs if n not in inputs + carried]
-    returned = ast.Tuple([ast.Tuple([ast.Name(n, ast.Load()) for n in outputs], ast.Load()),
-                          ast.Name(VALUE_NAME, ast.Load()) if has_value else ast.Constant(None)], ast.Load())
-    last_line = max(getattr(node, "end_lineno", 1) or 1 for node in body)
+    returned = ast.Tuple([value, ast.Tuple([ast.Name(n, ast.Load()) for n in outputs], ast.Load())], ast.Load())
+    last_line = max(getattr(node, "end_lineno", 1) or 1 for node in [*body, value] if hasattr(node, "lineno"))
     function = ast.FunctionDef(
         name=FUNCTION_NAME,
         args=ast.arguments(posonlyargs=[], args=[ast.arg(n) for n in inputs + carried], kwonlyargs=[],
                            kw_defaults=[], defaults=[]),
-        body=prelude + body + [ast.Return(returned, lineno=last_line, end_lineno=last_line, col_offset=0)],
+        body=prelude + body + [_returning(returned, value if has_value else None, last_line)],
         decorator_list=[], returns=None, lineno=1, end_lineno=last_line, col_offset=0, **_TYPE_PARAMS)
     tree = ast.fix_missing_locations(ast.Module([function], type_ignores=[]))
     # linecache lets tracebacks, Dynamo's graph-break messages and inspect show the cell's lines.
@@ -106,8 +106,16 @@ def assigned_names(module: ast.Module) -> tuple[str, ...]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             for alias in node.names:
                 names[(alias.asname or alias.name).split(".")[0]] = None
-    names.pop(VALUE_NAME, None)
     return tuple(names)
+
+
+def _returning(returned: ast.expr, value: ast.expr | None, last_line: int) -> ast.Return:
+    """The return statement, on the lines of the cell's last expression when there is one (errors in it
+    name those lines)."""
+    if value is not None:
+        return ast.Return(returned, lineno=value.lineno, end_lineno=value.end_lineno, col_offset=value.col_offset,
+                          end_col_offset=value.end_col_offset)
+    return ast.Return(returned, lineno=last_line, end_lineno=last_line, col_offset=0)
 
 
 def loaded_names(module: ast.Module) -> tuple[str, ...]:

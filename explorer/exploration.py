@@ -1,28 +1,30 @@
 """Everything the explorer shows about one compiled program, gathered once, rendered by the views.
 
     exp = explore_function(lambda x: torch.softmax(x, -1), (torch.randn(64, 128),))
-    exp.session.stats["kernel_count"], exp.timing["speedup"], exp.traffic["fused_bytes"]
+    exp.session.stats["kernel_count"], exp.timing.speedup, exp.traffic["fused_bytes"]
 
-Gathering runs the program (compile, time eager against compiled, optionally compile again for the
-other backend just to show its kernels); the views only read this object.
+Gathering runs the program (compile; time eager against compiled, interleaved; time our kernels one by
+one and profile eager's ops; measure the device's ceilings; optionally compile again for the other
+backend just to show its kernels); the views only read this object.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import statistics
 from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Sequence
 
 import torch
 
 import compiler_core as cc
-from compiler_core.analysis.timing import compare_eager, measure
 from compiler_core.analysis.traffic import bytes_moved
 from compiler_core.api import training_loss
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
 from compiler_core.session import CompileSession
+from explorer.ceilings import Ceilings, device_ceilings
+from explorer.measuring import TimingResult, time_programs
+from explorer.profiling import OursProfile, StepCost, host_namespace, profile_eager, profile_ours
 
 
 @dataclass(frozen=True)
@@ -30,11 +32,24 @@ class Exploration:
     title: str
     session: CompileSession = field(compare=False)
     backend: str  # the backend the session's kernels were generated for ("cpp" or "triton")
-    timing: Optional[dict]  # compiler_core.analysis.timing.compare_eager(...), maybe with "compare_*" keys
+    timing: Optional[TimingResult]  # eager, ours (and a comparison) measured interleaved; None: not timed
     traffic: dict  # compiler_core.analysis.traffic.bytes_moved(session)
     kernels: dict[str, tuple[KernelSource, ...]] = field(compare=False)  # backend -> kernels
     kernel_notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no kernels
     train: bool = False
+    measured: Optional["Measured"] = None  # per-kernel costs and ceilings (None: not timed)
+
+
+@dataclass(frozen=True)
+class Measured:
+    """What the roofline, the memory view and the timing breakdown read besides the artifacts."""
+
+    device: str  # "cpu" or "cuda"
+    ours: OursProfile  # our kernels and extern calls, one by one
+    eager_ops: tuple[StepCost, ...]  # eager PyTorch's ATen ops, from torch.profiler
+    ceilings: Optional[Ceilings]  # measured copy bandwidth and matmul throughput of the device
+    peak_bytes: Optional[int] = None  # CUDA: max_memory_allocated above the start during one call
+    notes: tuple[str, ...] = ()  # what could not be measured, and why
 
 
 def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto", mode: str = "default",
@@ -54,15 +69,20 @@ def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto"
     run_compiled(*args)  # compiles; `compiled.session` now holds every stage's artifact
     session = compiled.session
     eager = training_step(fn) if train else fn
-    timing = compare_eager(eager, run_compiled, args, repeats=repeats, warmup=3) if repeats else None
-    if timing is not None and compare is not None:
-        timing = {**timing, **_time_comparison(fn, compare, args, mode, train, repeats)}
+    timing, measured = None, None
+    if repeats:
+        others = {}
+        if compare is not None:
+            name, other = _comparison(fn, compare, mode)
+            others[name] = training_step(other) if train else other
+        timing, measured = measure_program(eager, run_compiled, args, session, repeats, others)
     return gather(session, title or getattr(fn, "__name__", type(fn).__name__), timing,
-                  other_backends_of(fn, args, session, kernels_for, mode), train=train)
+                  other_backends_of(fn, args, session, kernels_for, mode), train=train, measured=measured)
 
 
-def gather(session: CompileSession, title: str, timing: Optional[dict],
-           other: tuple[dict, dict] = ({}, {}), train: bool = False) -> Exploration:
+def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
+           other: tuple[dict, dict] = ({}, {}), train: bool = False,
+           measured: Optional[Measured] = None) -> Exploration:
     """An Exploration from a session already made (the %%fcompile magic compiles on its own)."""
     main = session_backend(session)
     kernels = {main: tuple(session.kernels), **other[0]}
@@ -70,7 +90,63 @@ def gather(session: CompileSession, title: str, timing: Optional[dict],
     if not session.kernels:
         notes[main] = _why_no_kernels(session)
     return Exploration(title=title, session=session, backend=main, timing=timing, traffic=bytes_moved(session),
-                       kernels=kernels, kernel_notes=notes, train=train)
+                       kernels=kernels, kernel_notes=notes, train=train, measured=measured)
+
+
+def measure_program(eager: Callable, compiled: Callable, args: Sequence[Any], session: CompileSession,
+                    repeats: int, others: Optional[dict[str, Callable]] = None) -> tuple[TimingResult, Measured]:
+    """Time eager, ours and `others` interleaved, then our kernels one by one, eager's ops under
+    torch.profiler, the peak memory (CUDA) and the device's ceilings."""
+    device = "cuda" if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args) else "cpu"
+    programs = {"eager": lambda: eager(*args), "ours": lambda: compiled(*args)}
+    threads: dict[str, Optional[int]] = {"eager": torch.get_num_threads(), "ours": ours_threads(session)}
+    for name, fn in (others or {}).items():
+        programs[name] = (lambda f: lambda: f(*args))(fn)
+        threads[name] = torch.get_num_threads() if device == "cpu" else None
+    if device == "cuda":
+        threads = {}  # GPU kernels do not run on the host's intra-op threads
+    timing = time_programs(programs, device, repeats, threads)
+    notes = []
+    steps = max(3, min(repeats, 10))
+    try:
+        ours = profile_ours(programs["ours"], session, device, repeats=steps)
+    except Exception as exc:  # noqa: BLE001 - a view's extra must not sink the measurement
+        ours = OursProfile((), None, f"per-kernel times failed: {type(exc).__name__}: {exc}")
+    try:
+        eager_ops = profile_eager(programs["eager"], session, device, repeats=3)
+    except Exception as exc:  # noqa: BLE001
+        eager_ops = ()
+        notes.append(f"torch.profiler failed on eager: {type(exc).__name__}: {exc}")
+    try:
+        ceilings = device_ceilings(device)
+    except Exception as exc:  # noqa: BLE001
+        ceilings = None
+        notes.append(f"measuring the device's ceilings failed: {type(exc).__name__}: {exc}")
+    return timing, Measured(device=device, ours=ours, eager_ops=eager_ops, ceilings=ceilings,
+                            peak_bytes=peak_cuda_bytes(programs["ours"]) if device == "cuda" else None,
+                            notes=tuple(notes))
+
+
+def ours_threads(session: CompileSession) -> Optional[int]:
+    """The thread count our C++ kernels were built to use (NTHREADS of the host programs)."""
+    for record in session.all_records():
+        if record.artifact is not None and record.artifact.backend == "cpp":
+            scope = host_namespace(record.artifact.call)
+            if scope is not None and "NTHREADS" in scope:
+                return int(scope["NTHREADS"])
+    return torch.get_num_threads() if session.kernels else None
+
+
+def peak_cuda_bytes(run: Callable[[], object]) -> int:
+    """Bytes allocated above the starting level at the peak of one call (outputs included)."""
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    out = run()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated() - base
+    del out
+    return int(peak)
 
 
 def other_backends_of(fn: Callable, args: Sequence[Any], session: CompileSession,
@@ -130,17 +206,15 @@ def training_step(f: Callable) -> Callable:
     return step
 
 
-def _time_comparison(fn: Callable, compare: Any, args: tuple, mode: str, train: bool, repeats: int) -> dict:
+def _comparison(fn: Callable, compare: Any, mode: str) -> tuple[str, Callable]:
     if compare == "inductor":
         from compiler_core.compare.inductor import compile_with_inductor
 
-        name, other = "inductor", compile_with_inductor(fn, mode=mode)
-    elif callable(compare):
-        name, other = getattr(compare, "__name__", "compare"), compare
-    else:
-        raise ValueError(f"compare={compare!r}: use None, 'inductor' or a callable to time beside ours")
-    samples = measure(training_step(other) if train else other, args, repeats=repeats, warmup=2)
-    return {"compare_name": name, "compare_s": samples, "compare_median_s": statistics.median(samples)}
+        return "inductor", compile_with_inductor(fn, mode=mode)
+    if callable(compare):
+        name = getattr(compare, "__name__", "compare")
+        return ("compare" if name in ("eager", "ours") else name), compare
+    raise ValueError(f"compare={compare!r}: use None, 'inductor' or a callable to time beside ours")
 
 
 def _why_no_kernels(session: CompileSession) -> str:

@@ -27,9 +27,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import compiler_core as cc
-from compiler_core.analysis.timing import compare_eager
 from explorer.cell import FUNCTION_NAME, UNSET, UNSET_NAME, CellError, CellProgram, cell_program
-from explorer.exploration import gather, other_backends_of
+from explorer.exploration import gather, measure_program, other_backends_of
 from explorer.view import ExplorerView
 
 _VALUE_OPTIONS = ("--backend", "--mode", "--repeats", "--kernels-for")
@@ -85,7 +84,7 @@ class FcompileMagics(Magics):
         values = [ns[name] for name in program.inputs + program.carried]
         try:
             with _quiet_fake_tensor_log():
-                outputs, value = compiled(*values)
+                value, outputs = compiled(*values)
         except cc.CompileError as exc:
             raise FcompileError(str(exc)) from None
         except Exception as exc:  # noqa: BLE001 - reported in one line, where in the cell it happened
@@ -126,9 +125,10 @@ class FcompileMagics(Magics):
             copies = tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in values)
             kernels_for = tuple(b.strip() for b in args.kernels_for.split(",")) if args.kernels_for else ()
             with contextlib.redirect_stdout(io.StringIO()):  # the cell's prints, once per extra run
-                timing = compare_eager(fn, compiled, copies, repeats=args.repeats, warmup=2) if args.repeats else None
+                timing, measured = (measure_program(fn, compiled, copies, compiled.session, args.repeats)
+                                    if args.repeats else (None, None))
                 other = other_backends_of(fn, copies, compiled.session, kernels_for, args.mode)
-            view = ExplorerView(gather(compiled.session, "this cell", timing, other))
+            view = ExplorerView(gather(compiled.session, "this cell", timing, other, measured=measured))
         except Exception as exc:  # noqa: BLE001 - the cell's results are in; the view is a bonus
             print(f"(%%fcompile: the cell ran compiled, but its view failed: {type(exc).__name__}: {exc})")
             return

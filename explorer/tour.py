@@ -92,7 +92,8 @@ def summary_rows(names: Sequence[str] = SUMMARY_WORKLOADS, size: str = "full", r
         stats = exp.session.stats
         rows.append({"workload": name, "graphs": stats["graphs"], "kernels": stats["kernel_count"],
                      "ops_fused": exp.traffic["ops_fused"], "eager_bytes": exp.traffic["eager_bytes"],
-                     "fused_bytes": exp.traffic["fused_bytes"], "speedup": exp.timing["speedup"],
+                     "fused_bytes": exp.traffic["fused_bytes"], "speedup": exp.timing.speedup,
+                     "noisy": exp.timing.noisy,
                      "fallback_graphs": stats["fallback_graphs"]})
     return rows
 
@@ -101,7 +102,8 @@ def format_table(rows: list[dict]) -> str:
     headers = ("workload", "graphs", "kernels", "ops fused", "eager MB", "fused MB", "speedup")
     lines = [[r["workload"], str(r["graphs"]), str(r["kernels"]), str(r["ops_fused"]),
               f"{r['eager_bytes'] / 1e6:.1f}", f"{r['fused_bytes'] / 1e6:.1f}",
-              f"{r['speedup']:.2f}x" + (" (fell back)" if r["fallback_graphs"] else "")] for r in rows]
+              f"{r['speedup']:.2f}x" + (" (noisy)" if r.get("noisy") else "")
+              + (" (fell back)" if r["fallback_graphs"] else "")] for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     fmt = [h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))]
     out = ["  ".join(fmt), "  ".join("-" * w for w in widths)]

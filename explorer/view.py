@@ -38,7 +38,7 @@ class ExplorerView:
 
     def headline(self) -> str:
         exp, stats = self.exploration, self.exploration.session.stats
-        speed = f", {exp.timing['speedup']:.2f}× eager" if exp.timing else ""
+        speed = f", {exp.timing.short()}" if exp.timing else ""
         breaks = f", {plural(stats['graph_breaks'], 'graph break')}" if stats["graph_breaks"] else ""
         fallback = f", {plural(stats['fallback_graphs'], 'graph')} ran in eager" if stats["fallback_graphs"] else ""
         kernels = plural(stats["kernel_count"], f"{exp.backend} kernel")

@@ -24,7 +24,7 @@ from explorer.report import ReportError, load_target
 from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TABS = ("Graph", "Fusion", "Kernels", "Timing", "Summary")
+TABS = ("Graph", "Fusion", "Kernels", "Memory", "Roofline", "Timing", "Summary")
 
 
 def softmax(x):

@@ -50,7 +50,8 @@ def plural(count: int, noun: str) -> str:
 
 
 def table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Sequence[int] = ()) -> str:
-    """An HTML table; cells are escaped unless they are `Markup`; `numeric` columns align right."""
+    """An HTML table; cells are escaped unless they are `Markup`; `numeric` columns align right.
+    No headers (`()`): a table of name/value rows, without an empty header row."""
     head = "".join(f"<th>{esc(h)}</th>" for h in headers)
     body = []
     for row in rows:
@@ -60,7 +61,8 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[object]], numeric: Seq
             cls = ' class="num"' if i in numeric else ""
             cells.append(f"<td{cls}>{text}</td>")
         body.append(f"<tr>{''.join(cells)}</tr>")
-    return f"<table><thead><tr>{head}</tr></thead><tbody>{''.join(body)}</tbody></table>"
+    thead = f"<thead><tr>{head}</tr></thead>" if headers else ""
+    return f"<table>{thead}<tbody>{''.join(body)}</tbody></table>"
 
 
 class Markup(str):

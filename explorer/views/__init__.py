@@ -3,13 +3,15 @@
     for title, render in VIEWS: html = render(exploration)
 """
 
-from explorer.views import fusion, graph, kernels, summary, timing
+from explorer.views import fusion, graph, kernels, memory, roofline, summary, timing
 
 # Tab order: from what was captured, to what it became, to what it costs.
 VIEWS = (
     ("Graph", graph.render),
     ("Fusion", fusion.render),
     ("Kernels", kernels.render),
+    ("Memory", memory.render),
+    ("Roofline", roofline.render),
     ("Timing", timing.render),
     ("Summary", summary.render),
 )

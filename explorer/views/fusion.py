@@ -9,6 +9,7 @@ from __future__ import annotations
 from compiler_core.analysis.dot import fx_graph_to_dot
 from compiler_core.session import GraphRecord
 from explorer.exploration import Exploration
+from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
 from explorer.render.svg import dot_to_svg
 
@@ -35,17 +36,20 @@ def render_record(record: GraphRecord, title: str) -> str:
     dot = fx_graph_to_dot(record.prims.graph_module.graph, f"{title}: one box per kernel",
                           labels=record.prims.node_prims, clusters=clusters, colors=colors)
     schedule = record.schedule
-    rows = [(Markup(f"<code>{esc(g.name)}</code>"), g.kind, len(g.nodes), ", ".join(g.origins),
-             ", ".join(g.materialized) or "-", ", ".join(g.internal) or "-") for g in schedule.groups]
+    names = fx_names(record.loops)
+    rows = [(Markup(f"<code>{esc(g.name)}</code>"), group_kind(record, g), len(g.nodes), ", ".join(g.origins),
+             _names(g.materialized, names), _names(g.internal, names)) for g in schedule.groups]
+    copies = sum(1 for g in schedule.groups if is_copy(record.loops, g))
+    copy_note = f" ({plural(copies, 'kernel')} of them only copy: no arithmetic)" if copies else ""
     parts = [
-        f"<p>{plural(schedule.kernel_count, 'kernel')} from {plural(len(record.loops.nodes), 'loop node')}. "
+        f"<p>{plural(schedule.kernel_count, 'kernel')}{copy_note} from {plural(len(record.loops.nodes), 'loop node')}. "
         "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
         f'<div class="fxe-graph">{dot_to_svg(dot)}</div>',
         table(["kernel", "kind", "loop nodes", "computes (FX nodes)", "writes to memory", "kept in registers"],
               rows, numeric=(2,)),
     ]
     if schedule.decisions:
-        decision_rows = [("+".join(d.first), "+".join(d.second),
+        decision_rows = [(_side(d.first, names), _side(d.second, names),
                           Markup('<span class="fxe-good">fused</span>') if d.accepted
                           else ("legal, not taken" if d.legal else Markup('<span class="fxe-bad">refused</span>')),
                           d.reason, d.bytes_saved) for d in schedule.decisions]
@@ -59,6 +63,41 @@ def render_record(record: GraphRecord, title: str) -> str:
         parts.append(details(f"memory plan: peak {memory.peak_bytes_planned:,} bytes planned, "
                              f"{memory.peak_bytes_unplanned:,} without reuse", f"<pre>{esc(memory.pretty())}</pre>"))
     return "".join(parts)
+
+
+def fx_names(loops) -> dict[str, str]:
+    """Loop node (and its buffer) name -> the FX names the graph shows for it; a node that is one of
+    several computing the same FX node (var's mean and variance) gets its part number: `var (2/4)`."""
+    by_origin: dict[tuple, list[str]] = {}
+    for node in loops.nodes:
+        by_origin.setdefault(node.origins, []).append(node.name)
+    names = {}
+    for origins, nodes in by_origin.items():
+        label = ", ".join(origins) or "?"
+        for i, node in enumerate(nodes, 1):
+            names[node] = label if len(nodes) == 1 else f"{label} ({i}/{len(nodes)})"
+    for node in loops.nodes:
+        for extra in node.extra_outputs:
+            names[extra.name] = names[node.name]
+    return names
+
+
+def _names(buffers, names: dict[str, str]) -> str:
+    return ", ".join(names.get(b, b) for b in buffers) or "-"
+
+
+def _side(nodes, names: dict[str, str]) -> Markup:
+    """One side of a fusion decision in FX names, the loop node names kept as a tooltip."""
+    label = " + ".join(dict.fromkeys(names.get(n, n) for n in nodes))
+    return Markup(f'<span title="{esc(" + ".join(nodes))}">{esc(label)}</span>')
+
+
+def group_kind(record: GraphRecord, group) -> str:
+    if not is_copy(record.loops, group):
+        return group.kind
+    constants = {b.name for b in record.loops.inputs if b.kind == "constant"}
+    reads = {b for n in group.nodes for b in record.loops.node(n).input_buffers}
+    return "copy of a constant" if reads and reads <= constants else "copy (no arithmetic)"
 
 
 def kernel_clusters(record: GraphRecord) -> tuple[dict[str, str], dict[str, str]]:

@@ -8,7 +8,7 @@ from explorer.render.html import Markup, details, esc, message, table
 
 def render(exp: Exploration) -> str:
     session, stats = exp.session, exp.session.stats
-    parts = [table(["", ""], [
+    parts = [table((), [
         ("backend", exp.backend),
         ("graphs captured", stats["graphs"]),
         ("graph breaks", stats["graph_breaks"]),
@@ -16,7 +16,7 @@ def render(exp: Exploration) -> str:
         ("kernels", stats["kernel_count"]),
         ("extern calls (run by PyTorch: matmul, conv, ...)", stats["extern_calls"]),
         ("graphs that fell back to eager", stats["fallback_graphs"]),
-        ("speedup over eager (median)", f"{exp.timing['speedup']:.2f}×" if exp.timing else "not timed"),
+        ("ours against eager (medians)", exp.timing.headline() if exp.timing else "not timed"),
     ], numeric=(1,))]
     parts.append("<h3>Memory traffic</h3>" + traffic_html(exp.traffic))
     parts.append("<h3>Graph breaks</h3>" + breaks_html(exp))
