@@ -17,7 +17,7 @@ from explorer.view import ExplorerView
 
 def explore(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
             compare: Any = None, kernels_for: Optional[Sequence[str]] = None, repeats: int = 10,
-            title: Optional[str] = None) -> ExplorerView:
+            title: Optional[str] = None, check: bool = False) -> ExplorerView:
     """Compile `fn` on `args` (as compiler_core.explain does), time it against eager, return the view.
 
         view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
@@ -25,12 +25,13 @@ def explore(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
 
     `compare="inductor"` also times torch.compile (Inductor). `kernels_for` lists the backends whose
     kernel source to show (default on CPU: ("cpp", "triton"), Triton through its interpreter).
-    `repeats=0` skips timing.
+    `repeats=0` skips timing. `check=True` compares every kernel with eager PyTorch after its launch
+    (compiler_core's check mode) and marks each kernel with the verdict in the Kernels tab.
     """
     from explorer.exploration import explore_function
 
     exploration = explore_function(fn, args, backend=backend, mode=mode, train=train, compare=compare,
-                                   kernels_for=kernels_for, repeats=repeats, title=title)
+                                   kernels_for=kernels_for, repeats=repeats, title=title, check=check)
     return ExplorerView(exploration)
 
 

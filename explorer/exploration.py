@@ -54,9 +54,11 @@ class Measured:
 
 def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto", mode: str = "default",
                      train: bool = False, compare: Any = None, kernels_for: Optional[Sequence[str]] = None,
-                     repeats: int = 10, title: Optional[str] = None) -> Exploration:
+                     repeats: int = 10, title: Optional[str] = None, check: bool = False) -> Exploration:
     """Compile `fn` like `compiler_core.explain` does, time it against eager, and gather the views' data.
 
+    `check`: compile in the check mode (every kernel compared with eager after its launch); the
+    Kernels view then marks each kernel with its verdict.
     `compare`: None, "inductor" (torch.compile with Inductor, timed beside ours) or any callable.
     `kernels_for`: backends whose kernel sources to show; default both on CPU, Triton on CUDA.
     """
@@ -64,7 +66,7 @@ def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto"
     if train:  # the same inputs explain(train=True) uses: leaves that require grad
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
-    compiled = cc.compile(fn, backend=backend, mode=mode)
+    compiled = cc.compile(fn, backend=backend, mode=mode, check=check)
     run_compiled = training_step(compiled) if train else compiled
     run_compiled(*args)  # compiles; `compiled.session` now holds every stage's artifact
     session = compiled.session

@@ -19,6 +19,7 @@ from compiler_core.analysis.timing import compare_eager, measure
 from compiler_core.analysis.traffic import bytes_moved, eager_graph_bytes
 from explorer import ExplorerView, explore
 from explorer.cell import CellError, cell_program
+from explorer.exploration import explore_function
 from explorer.render.notebook import WIDGET_VIEW, without_widgets
 from explorer.report import ReportError, load_target
 from explorer.tour import format_table
@@ -252,3 +253,16 @@ def test_summary_table_format():
     assert table[0].split() == ["workload", "graphs", "kernels", "ops", "fused", "eager", "MB", "fused", "MB",
                                 "speedup"]
     assert table[2].split() == ["softmax", "1", "1", "5", "50.0", "16.0", "1.50x"]
+
+
+def test_kernels_view_marks_each_kernel_with_its_check():
+    from explorer.views import kernels as kernels_view
+
+    exp = explore_function(lambda x: torch.softmax(x * 2, -1).sin(), [torch.randn(8, 16)], backend="cpp",
+                           repeats=0, kernels_for=("cpp",), check=True)
+    checks = [c for r in exp.session.all_records() for c in r.checks]
+    assert checks and all(c.ok for c in checks)
+    html = kernels_view.render(exp)
+    assert html.count("Checked against eager PyTorch on its real inputs: matches") == len(exp.kernels["cpp"])
+    unchecked = explore_function(lambda x: x.sin(), [torch.randn(4)], backend="cpp", repeats=0, kernels_for=("cpp",))
+    assert "Checked against eager" not in kernels_view.render(unchecked)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.runtime.artifacts import KernelCheck
 from explorer.exploration import Exploration
 from explorer.render.code import highlight_code
 from explorer.render.html import details, esc, message, plural
@@ -26,8 +29,9 @@ def render(exp: Exploration) -> str:
                          "(slow, for reading and testing).</p>")
         if backend in exp.kernel_notes:
             parts.append(message(exp.kernel_notes[backend]))
+        checks = _checks(exp) if backend == exp.backend else {}
         for kernel in exp.kernels.get(backend, ()):
-            parts.append(render_kernel(kernel))
+            parts.append(render_kernel(kernel, checks.get(kernel.name)))
         if backend == exp.backend:
             for record in exp.session.all_records():
                 if record.wrapper is not None:
@@ -36,14 +40,31 @@ def render(exp: Exploration) -> str:
     return "".join(parts)
 
 
-def render_kernel(kernel: KernelSource) -> str:
+def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None) -> str:
     facts = [f"{kernel.kind} kernel", f"computes {', '.join(kernel.origins) or '-'}"]
     if kernel.grid:
         facts.append(f"grid {kernel.grid}")
     if kernel.signature:
         facts.append(f"arguments ({', '.join(kernel.signature)})")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
-            + highlight_code(kernel.source, kernel.backend))
+            + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend))
+
+
+def _checks(exp: Exploration) -> dict[str, KernelCheck]:
+    """The check mode's verdicts (compile(..., check=True)) by kernel name; empty when it was off.
+    Forward and backward kernels have distinct names, so one map serves the whole session."""
+    return {c.kernel: c for record in exp.session.all_records() for c in record.checks}
+
+
+def _check_line(check: KernelCheck) -> str:
+    if check.note:
+        return f'<p class="fxe-note">Not checked against eager PyTorch: {esc(check.note)}</p>'
+    if check.ok:
+        return (f'<p class="fxe-note">Checked against eager PyTorch on its real inputs: matches '
+                f"(max abs error {check.max_abs_error:.3g}).</p>")
+    where = f" at {check.source_line}" if check.source_line else ""
+    return message(f"Checked against eager PyTorch: WRONG, max abs error {check.max_abs_error:.3g}; first wrong "
+                   f"node {check.node or '?'}{where}.")
 
 
 def _on_cuda(exp: Exploration) -> bool:
