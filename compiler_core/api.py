@@ -213,15 +213,16 @@ class CompiledFunction:
                    record: GraphRecord, session: CompileSession, **kwargs: Any) -> tuple:
         """AOTAutograd's partition_fn: record the joint graph, split it with our min-cut. A graph ours
         cannot split uses AOTAutograd's default partition, said in session.messages."""
-        try:
-            record.joint = joint_graph(joint_module, num_fwd_outputs)
-            forward, backward, record.partition = partition_joint(record.joint, self.options.activation_budget)
-        except Exception as exc:  # noqa: BLE001 - never fail the user's call over the partition
-            reason = f"{type(exc).__name__}: {exc}"
-            session.messages.append(f"graph {record.captured.index}: our partitioner could not split the joint "
-                                    f"graph ({reason}); it uses AOTAutograd's default partition")
-            forward, backward, record.partition = fallback_partition(joint_module, joint_inputs, num_fwd_outputs,
-                                                                     reason, **kwargs)
+        with _StageTimer(record)("partition"):
+            try:
+                record.joint = joint_graph(joint_module, num_fwd_outputs)
+                forward, backward, record.partition = partition_joint(record.joint, self.options.activation_budget)
+            except Exception as exc:  # noqa: BLE001 - never fail the user's call over the partition
+                reason = f"{type(exc).__name__}: {exc}"
+                session.messages.append(f"graph {record.captured.index}: our partitioner could not split the joint "
+                                        f"graph ({reason}); it uses AOTAutograd's default partition")
+                forward, backward, record.partition = fallback_partition(joint_module, joint_inputs,
+                                                                         num_fwd_outputs, reason, **kwargs)
         return forward, backward
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,

@@ -163,14 +163,15 @@ def test_ours_never_saves_more_than_functorch_and_the_step_matches_eager(case):
 
 
 def test_the_mlp_saves_less_than_functorch_by_recomputing_gelu_from_its_input():
-    """In the MLP, functorch saves GELU's input and output; we save the input only and recompute
-    the output in the backward (a few pointwise ops), a tensor's worth of bytes less."""
+    """In the MLP, functorch saves two [8, 64] activations (the matmul before the bias, and GELU's
+    output) plus the bias; we save GELU's input only and recompute GELU (erf and a few pointwise
+    ops) in the backward. Correct all the same: the step matches eager in training_step."""
     s = training_step(*CASES["mlp"])
     ours, theirs = s.graphs[0].partition, functorch_split(s.graphs[0])
-    saved = {t.name for t in ours.saved}
+    hidden = [t for t in ours.saved if t.shape == (8, 64)]
+    assert len(hidden) == 1 and len([t for t in theirs.saved if t.shape == (8, 64)]) == 2
     assert ours.saved_bytes < theirs.saved_bytes
-    assert "erf" in " ".join(ours.recomputed) or any("erf" in n for n in ours.recomputed), ours.pretty()
-    assert not any(t.shape == (8, 64) and t.name.startswith("mul") for t in ours.saved), saved
+    assert any(name.startswith("erf") for name in ours.recomputed), ours.pretty()
 
 
 # ---- the artifacts ------------------------------------------------------------------------------

@@ -62,21 +62,26 @@ def backward_needs(facts: JointFacts, saved: list[Node]) -> tuple[list[Node], li
     return sorted(recomputed, key=order.get), sorted(used, key=order.get)
 
 
-def estimate(facts: JointFacts, bans: dict[Node, Ban], budget: float) -> BudgetPoint:
-    saved = min_cut(facts, banned_at(bans, budget))
+def estimate(facts: JointFacts, bans: dict[Node, Ban], budget: float,
+             cuts: dict[frozenset, list[Node]] | None = None) -> BudgetPoint:
+    """`cuts` caches min-cuts by banned set (the partition's own cut is one of the sweep's)."""
+    saved = cut_at(facts, bans, budget, {} if cuts is None else cuts)
     recomputed, used = backward_needs(facts, saved)
     work = [n for n in recomputed if n.target is not operator.getitem]
     return BudgetPoint(budget, sum(value_bytes(n) for n in used), sum(recompute_flops(n) for n in work),
                        len(work), len(lifted_at(bans, budget)))
 
 
-def sweep(facts: JointFacts, bans: dict[Node, Ban], budgets: tuple[float, ...] = SWEEP) -> tuple[BudgetPoint, ...]:
+def cut_at(facts: JointFacts, bans: dict[Node, Ban], budget: float, cuts: dict[frozenset, list[Node]]) -> list[Node]:
+    """The values the min-cut saves at `budget` (cached in `cuts`)."""
+    banned = frozenset(banned_at(bans, budget))
+    if banned not in cuts:
+        cuts[banned] = min_cut(facts, set(banned))
+    return cuts[banned]
+
+
+def sweep(facts: JointFacts, bans: dict[Node, Ban], budgets: tuple[float, ...] = SWEEP,
+          cuts: dict[frozenset, list[Node]] | None = None) -> tuple[BudgetPoint, ...]:
     """The memory/recompute curve: one min-cut per budget (budgets lifting the same bans share one)."""
-    points, by_lifted = [], {}
-    for budget in budgets:
-        lifted = len(lifted_at(bans, budget))
-        if lifted not in by_lifted:
-            by_lifted[lifted] = estimate(facts, bans, budget)
-        same = by_lifted[lifted]
-        points.append(BudgetPoint(budget, same.saved_bytes, same.recompute_flops, same.recomputed, lifted))
-    return tuple(points)
+    cuts = {} if cuts is None else cuts
+    return tuple(estimate(facts, bans, budget, cuts) for budget in budgets)

@@ -24,7 +24,6 @@ from compiler_core.autodiff import budget as budgets
 from compiler_core.autodiff.artifacts import JointGraph, Partition, SavedTensor
 from compiler_core.autodiff.cse import merge_duplicates
 from compiler_core.autodiff.joint import analyse, is_primal, is_tangent
-from compiler_core.autodiff.mincut import min_cut
 from compiler_core.autodiff.rules import is_random, is_view, recompute_bans, value_bytes
 
 Node = torch.fx.Node
@@ -45,7 +44,8 @@ def partition_joint(joint: JointGraph, activation_budget: float = 1.0,
             raise NotImplementedError(f"joint graph input {node.target!r} is neither a primal nor a tangent")
     bans = recompute_bans(facts)
     banned = budgets.banned_at(bans, activation_budget)
-    saved = min_cut(facts, banned)
+    cuts: dict = {}
+    saved = budgets.cut_at(facts, bans, activation_budget, cuts)
     values = [n for n in saved if isinstance(n.meta.get("val"), torch.Tensor)]
     symints = [n for n in saved if n not in values]
     forward, backward = _compat.extract_forward_backward(gm, values, symints, joint.num_fwd_outputs)
@@ -72,7 +72,7 @@ def partition_joint(joint: JointGraph, activation_budget: float = 1.0,
         recomputed=recomputed,
         banned=MappingProxyType({n.name: ban.reason for n, ban in bans.items() if n in banned}),
         budget=activation_budget,
-        sweep=budgets.sweep(facts, bans, sweep_budgets),
+        sweep=budgets.sweep(facts, bans, sweep_budgets, cuts),
         notes=tuple(notes),
         forward_graph=forward,
         backward_graph=backward,
