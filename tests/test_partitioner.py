@@ -229,6 +229,16 @@ def test_training_step_matches_eager_at_lower_budgets(budget):
         assert part.saved_bytes < default.saved_bytes
 
 
+def test_explain_takes_the_budget_too():
+    torch.manual_seed(0)
+    model, x = GPT2Block(), torch.randn(2, 16, 32)
+    full = cc.explain(model, x, backend="cpp", train=True).graphs[0].partition
+    low = cc.explain(model, x, backend="cpp", train=True, activation_budget=0.0).graphs[0].partition
+    assert (full.budget, low.budget) == (1.0, 0.0)
+    assert low.saved_bytes < full.saved_bytes and len(low.recomputed) > len(full.recomputed)
+    assert low.saved_bytes == low.sweep[-1].saved_bytes  # the sweep's estimate is what the split saves
+
+
 def test_activation_budget_is_validated():
     with pytest.raises(compiler_core.api.CompileError, match="activation_budget"):
         cc.compile(MLP(), activation_budget=1.5)
