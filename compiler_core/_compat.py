@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import torch
 
@@ -25,15 +25,73 @@ _prepare_triton_interpreter()
 
 
 def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: Callable, bw_compiler: Callable,
-                decompositions: dict) -> Callable:
+                decompositions: dict, partition_fn: Optional[Callable] = None) -> Callable:
     """AOTAutograd: trace forward (and backward when needed) to ATen graphs handed to our compilers.
 
+    `partition_fn(joint_module, joint_inputs, num_fwd_outputs=..., **kwargs) -> (forward, backward)`
+    splits the joint graph when training (AOTAutograd's default partition when None).
     Only keywords common to torch 2.11 and 2.13+ are passed (see PITFALLS.md).
     """
     from torch._functorch.aot_autograd import aot_module_simplified
 
+    extra = {"partition_fn": partition_fn} if partition_fn is not None else {}
     return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                                 decompositions=decompositions, keep_inference_input_mutations=False)
+                                 decompositions=decompositions, keep_inference_input_mutations=False, **extra)
+
+
+def default_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int,
+                      **kwargs: Any) -> tuple:
+    """AOTAutograd's default partition (forward as traced, everything it computed saved)."""
+    from torch._functorch.partitioners import default_partition as _default
+
+    return _default(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs, **kwargs)
+
+
+def functorch_min_cut_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int,
+                                **kwargs: Any) -> tuple:
+    """functorch's min-cut partitioner, for comparisons only (tests, benchmarks). It edits
+    `joint_module` in place (dead code, CSE): pass a copy if the joint is needed afterwards."""
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    return min_cut_rematerialization_partition(joint_module, joint_inputs, num_fwd_outputs=num_fwd_outputs,
+                                               **kwargs)
+
+
+def extract_forward_backward(joint_module: torch.fx.GraphModule, saved_values: list, saved_symints: list,
+                             num_fwd_outputs: int) -> tuple[torch.fx.GraphModule, torch.fx.GraphModule]:
+    """Cut a joint graph into the forward and backward graph modules AOTAutograd expects, given the
+    values to save (our decision): forward outputs = real outputs + saved tensors + saved symints,
+    backward inputs = saved symints + saved tensors + tangents. Saved values the backward does not
+    use are removed from the lists (in place). Same signature on torch 2.11 - 2.14."""
+    from torch._functorch.partitioners import _extract_fwd_bwd_modules
+
+    return _extract_fwd_bwd_modules(joint_module, saved_values, saved_sym_nodes=saved_symints,
+                                    num_fwd_outputs=num_fwd_outputs)
+
+
+def mutated_primal_indices(joint_module: torch.fx.GraphModule) -> list[int]:
+    """Indices of the joint graph's primals that the forward mutates (their new values are forward
+    outputs that AOTAutograd copies back after the forward), read from the output descriptors
+    AOTAutograd attaches (InputMutationAOTOutput); empty where this torch version has none."""
+    try:
+        output = next(iter(joint_module.graph.find_nodes(op="output")))
+        descs = output.meta.get("desc") or []
+        return [d.mutated_input.idx for d in descs
+                if type(d).__name__ == "InputMutationAOTOutput" and hasattr(d.mutated_input, "idx")]
+    except Exception:  # noqa: BLE001 - a private structure: no information is the safe answer
+        return []
+
+
+def size_hint(value: Any) -> int:
+    """An int for a size that may be symbolic (its example value under dynamic shapes)."""
+    if isinstance(value, int):
+        return value
+    try:
+        from torch.fx.experimental.symbolic_shapes import hint_int
+
+        return int(hint_int(value, fallback=1))
+    except Exception:  # noqa: BLE001 - sizes only rank costs: a rough value is fine
+        return 1
 
 
 def boxed(fn: Callable[[list], Any]) -> Callable:

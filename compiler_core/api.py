@@ -1,7 +1,8 @@
 """compile() and explain(): the pipeline, top to bottom.
 
-    capture (Dynamo)  ->  AOT trace + decompose  ->  PrimGraph  ->  LoopGraph  ->  Schedule
-      ->  MemoryPlan  ->  KernelSource + WrapperProgram  ->  CompiledArtifact
+    capture (Dynamo)  ->  AOT trace + decompose  [training: JointGraph -> our min-cut Partition]
+      ->  PrimGraph  ->  LoopGraph  ->  Schedule  ->  MemoryPlan  ->  KernelSource + WrapperProgram
+      ->  CompiledArtifact
 
 Each stage's artifact is stored on the graph's GraphRecord in the CompileSession as it is made, so
 a failure at any stage still leaves everything before it inspectable, and the graph runs in eager
@@ -20,6 +21,8 @@ from typing import Any, Callable, Optional
 import torch
 
 from compiler_core import _compat
+from compiler_core.autodiff.joint import joint_graph
+from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
 from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.compiled_module import CompiledModule
@@ -54,6 +57,9 @@ class Options:
     # checked against the live ones (slower); "check": every kernel is compared with eager PyTorch
     # after its launch (runtime/check.py). FCOMPILE_DEBUG in the environment adds to it.
     debug: str = ""
+    # Training: the fraction of soft recompute bans our partitioner keeps (autodiff/budget.py).
+    # 1.0 saves what the min-cut saves; lower recomputes more in the backward to save fewer bytes.
+    activation_budget: float = 1.0
 
     @property
     def check_memory(self) -> bool:
@@ -68,6 +74,9 @@ class Options:
             raise CompileError(f"backend={self.backend!r} is not one of {BACKENDS}")
         if self.mode not in MODES:
             raise CompileError(f"mode={self.mode!r} is not one of {MODES}")
+        if not 0.0 <= self.activation_budget <= 1.0:
+            raise CompileError(f"activation_budget={self.activation_budget!r} must be between 0.0 (recompute "
+                               "all it can) and 1.0 (save what the min-cut saves)")
 
 
 def _debug_flags(debug: str) -> set[str]:
@@ -76,7 +85,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False, debug: str = "", check: bool = False) -> Any:
+            dynamic: bool = False, debug: str = "", check: bool = False, activation_budget: float = 1.0) -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
@@ -86,8 +95,11 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
 
     `check=True` (same as debug="check") compares every kernel with eager PyTorch after its launch and
     raises KernelCheckError naming the first kernel that disagrees, its FX nodes and your source line.
+    `activation_budget` (training, 0.0 ... 1.0): lower saves fewer activations for the backward and
+    recomputes more there (session.graphs[i].partition shows what was saved and the trade-off curve).
     """
-    options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug)
+    options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
+                      activation_budget=activation_budget)
     if fn is None:
         return lambda f: _compiled(f, options)
     return _compiled(fn, options)
@@ -106,13 +118,13 @@ def _original(fn: Any) -> Any:
 
 
 def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
-            dynamic: bool = False, **kwargs: Any) -> CompileSession:
+            dynamic: bool = False, activation_budget: float = 1.0, **kwargs: Any) -> CompileSession:
     """Compile `fn`, run it once on `args`, and return the CompileSession with every stage's artifact.
 
         s = explain(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
         print(s.graphs[0].schedule.pretty())
     """
-    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic))
+    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic, activation_budget=activation_budget))
     if train:
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
@@ -190,11 +202,28 @@ class CompiledFunction:
                 bw_compiler=_outside_dynamo(functools.partial(self._compile_backward, record=record,
                                                               session=session)),
                 decompositions=decomposition_table(),
+                partition_fn=functools.partial(self._partition, record=record, session=session),
             )
         except Exception as exc:  # noqa: BLE001 - any failure means: run this graph in eager
             record.fallback_reason = f"AOT tracing failed: {type(exc).__name__}: {exc}"
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch: {record.fallback_reason}")
             return gm.forward
+
+    def _partition(self, joint_module: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
+                   record: GraphRecord, session: CompileSession, **kwargs: Any) -> tuple:
+        """AOTAutograd's partition_fn: record the joint graph, split it with our min-cut. A graph ours
+        cannot split uses AOTAutograd's default partition, said in session.messages."""
+        with _StageTimer(record)("partition"):
+            try:
+                record.joint = joint_graph(joint_module, num_fwd_outputs)
+                forward, backward, record.partition = partition_joint(record.joint, self.options.activation_budget)
+            except Exception as exc:  # noqa: BLE001 - never fail the user's call over the partition
+                reason = f"{type(exc).__name__}: {exc}"
+                session.messages.append(f"graph {record.captured.index}: our partitioner could not split the joint "
+                                        f"graph ({reason}); it uses AOTAutograd's default partition")
+                forward, backward, record.partition = fallback_partition(joint_module, joint_inputs,
+                                                                         num_fwd_outputs, reason, **kwargs)
+        return forward, backward
 
     def _compile_backward(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                           session: CompileSession) -> Callable:

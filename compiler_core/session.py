@@ -7,6 +7,7 @@ from typing import Optional
 
 import torch
 
+from compiler_core.autodiff.artifacts import JointGraph, Partition
 from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.decomp.artifacts import PrimGraph
@@ -23,8 +24,8 @@ class GraphRecord:
     # The ATen graph AOTAutograd handed our compiler (the forward's, or the backward's own): what runs
     # in eager PyTorch if our compiler fails. None when AOT tracing itself failed.
     aten_graph: Optional[torch.fx.GraphModule] = field(default=None, repr=False)
-    joint: object = None  # JointGraph (training; later stage)
-    partition: object = None  # Partition (training; later stage)
+    joint: Optional[JointGraph] = None  # training: the joint forward+backward graph (forward record)
+    partition: Optional[Partition] = None  # training: what the forward saves for the backward, and why
     prims: Optional[PrimGraph] = None
     loops: Optional[LoopGraph] = None
     schedule: Optional[Schedule] = None
@@ -52,8 +53,9 @@ class GraphRecord:
         parts = [self.captured.pretty()]
         if self.fallback_reason:
             parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")
-        for title, art in (("primitives", self.prims), ("loop IR", self.loops), ("schedule", self.schedule),
-                           ("memory plan", self.memory), ("wrapper", self.wrapper)):
+        for title, art in (("joint graph", self.joint), ("partition", self.partition), ("primitives", self.prims),
+                           ("loop IR", self.loops), ("schedule", self.schedule), ("memory plan", self.memory),
+                           ("wrapper", self.wrapper)):
             if art is not None:
                 parts.append(f"# ---- {title} ----\n{art.pretty()}")
         for k in self.kernels:
