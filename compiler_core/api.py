@@ -28,7 +28,7 @@ from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.runtime.check import KernelChecker
-from compiler_core.schedule.fusion import schedule
+from compiler_core.schedule.epilogues import schedule_with_epilogues
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
 
@@ -239,7 +239,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("lower"):
         record.loops = lower(record.prims)
     with timer("schedule"):
-        record.schedule = schedule(record.loops)
+        # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
+        record.loops, record.schedule = schedule_with_epilogues(record.loops)
     with timer("memory"):
         record.memory = plan_memory(record.loops, record.schedule)
     with timer("codegen"):

@@ -1,7 +1,7 @@
 """Decomposition to the primitive set.
 
 AOTAutograd applies `decomposition_table()` while tracing, so composite ops (softmax, layer_norm,
-gelu, var, addmm...) arrive already broken into simple ATen ops.  `to_prim_graph` then names the
+gelu, var...) arrive already broken into simple ATen ops.  `to_prim_graph` then names the
 primitive every remaining ATen op maps to (see primitives.py), or marks it extern with a reason.
 The list is pinned here rather than taken from `core_aten_decompositions()`, whose size changes
 between torch versions (PITFALLS.md).
@@ -23,7 +23,7 @@ prims = torch.ops.prims
 DECOMPOSE = [
     aten._softmax, aten._log_softmax, aten.native_layer_norm, aten.var, aten.var_mean, aten.std,
     aten.std_mean, aten.gelu, aten.silu, aten.mish, aten.hardtanh, aten.hardsigmoid, aten.hardswish,
-    aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addmm, aten.addcmul, aten.addcdiv,
+    aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addcmul, aten.addcdiv,
     aten.lerp, aten.rsub, aten.masked_fill, aten.clamp_min, aten.clamp_max, aten.square, aten.xlogy,
     aten.logaddexp, aten.frac, aten.threshold, aten.native_dropout, aten.hypot, aten.sinc, aten.log10,
     aten.log2, aten.exp2, aten.erfc, aten.sgn, aten.linalg_vector_norm, aten.norm, aten.mse_loss,
@@ -75,6 +75,9 @@ PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", pri
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
 LIBRARY_OPS = {
     aten.mm: "matmul runs in cuBLAS/oneDNN (extern call)",
+    # Not decomposed: one library call adds the bias as it writes the product (as eager does).
+    # schedule/epilogues.py splits it into mm + a bias add where that add fuses with what follows.
+    aten.addmm: "matmul with bias runs in cuBLAS/oneDNN (extern call)",
     aten.bmm: "batched matmul runs in cuBLAS/oneDNN (extern call)",
     aten.convolution: "convolution runs in cuDNN/oneDNN (extern call)",
     aten._scaled_dot_product_flash_attention: "attention runs in PyTorch's SDPA kernel (extern call)",
