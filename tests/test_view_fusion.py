@@ -206,3 +206,38 @@ def test_refusals_name_their_kind():
     dependency = _refusals(around_a_matmul, _randn(4, 4), _randn(4, 4))
     assert any(r.startswith("dependency:") for r in dependency), dependency
     assert any(r.startswith("extern:") for r in dependency), dependency
+
+
+# ---- batch norm in inference ------------------------------------------------------------------------
+class _BatchNormBlock(nn.Module):
+    def __init__(self, channels=4):
+        super().__init__()
+        self.bn = nn.BatchNorm2d(channels)
+        with torch.no_grad():
+            self.bn.running_mean.uniform_(-1, 1)
+            self.bn.running_var.uniform_(0.5, 2)
+            self.bn.weight.uniform_(0.5, 1.5)
+            self.bn.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x, residual):
+        return F.relu(self.bn(x) + residual)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_inference_batch_norm_relu_and_residual_are_one_kernel(dtype, backend):
+    torch.manual_seed(0)
+    model = _BatchNormBlock().eval().to(dtype)
+    x, residual = _randn(2, 4, 3, 5).to(dtype), _randn(2, 4, 3, 5).to(dtype)
+    compiled = cc.compile(model, backend=backend, check=True)
+    with torch.no_grad():
+        out = compiled(x, residual)
+        expected = model(x, residual)
+    torch.testing.assert_close(out, expected)
+    session = compiled.session
+    assert session.stats["kernel_count"] == 1 and session.stats["extern_calls"] == 0
+    assert session.stats["fallback_ops"] == []
+    # With gradients on (an eval model inside a training program) the values are still eager's.
+    torch._dynamo.reset()
+    again = cc.compile(model, backend=backend)
+    torch.testing.assert_close(again(x, residual), expected)

@@ -37,7 +37,25 @@ DECOMPOSE = [
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    return _compat.get_decompositions(DECOMPOSE)
+    table = _compat.get_decompositions(DECOMPOSE)
+    # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
+    # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
+    table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
+    return table
+
+
+def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    """(x - mean) / sqrt(var + eps) * weight + bias over dim 1, computed in fp32 for bf16/fp16 and rounded
+    once; the empty saved statistics are what ATen returns in inference."""
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    out = (x.to(compute) - running_mean.to(compute).view(shape)) * torch.rsqrt(
+        running_var.to(compute).view(shape) + eps)
+    if weight is not None:
+        out = out * weight.to(compute).view(shape)
+    if bias is not None:
+        out = out + bias.to(compute).view(shape)
+    return out.to(x.dtype), x.new_zeros((0,)), x.new_zeros((0,))
 
 
 # ATen op (overload packet) -> primitive name.  Anything else is an extern call.

@@ -148,8 +148,10 @@ class _Scheduler:
         other = b.space if space == a.space else a.space
         if other == space or other.is_reduction or space.is_reduction and other.x == space.x:
             how = f"same iteration space ({space.describe()})"
-        else:  # a reshape, transpose or slice between the two: index arithmetic, no copy
+        elif _numel(other) == _numel(space):  # a reshape, transpose or permute between the two: no copy
             how = f"one iteration space ({space.describe()}; {other.describe()} placed by index arithmetic)"
+        else:  # a broadcast or a slice: the other group's values are recomputed where they are read
+            how = f"one iteration space ({space.describe()}; {other.describe()} recomputed where it is read)"
         return verdict(True, f"{how}, {kinds}{relation}", saved)
 
     def _plan_refusal(self, members: list[str], space: Space) -> str | None:
