@@ -10,7 +10,7 @@ must not create a cycle through a group outside the pair; and the kernel plan mu
 node fits the kernel's space or is inlined into consumers inside it, and every read of a reduction
 result lines up with the row computing it).  A node whose shape differs from the kernel's but has
 as many elements (a reshape, flatten, transpose or permute lies between them) fits: it is placed by
-index arithmetic.  Each refusal starts with its kind: extern, size, shape, reduction axis, layout or
+index arithmetic.  Each refusal starts with its kind: extern, size, shape, reduction axis or
 dependency.
 """
 
