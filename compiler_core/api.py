@@ -31,7 +31,7 @@ from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.runtime.check import KernelChecker
-from compiler_core.schedule.fusion import schedule
+from compiler_core.schedule.epilogues import schedule_with_epilogues
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
 
@@ -268,7 +268,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("lower"):
         record.loops = lower(record.prims)
     with timer("schedule"):
-        record.schedule = schedule(record.loops)
+        # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
+        record.loops, record.schedule = schedule_with_epilogues(record.loops)
     with timer("memory"):
         record.memory = plan_memory(record.loops, record.schedule)
     with timer("codegen"):
@@ -286,7 +287,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     checker = None
     if options.check_kernels:
         checker = KernelChecker(record.prims, record.loops, record.schedule,
-                                f"graph {record.captured.index} ({record.part})", record.captured.graph_module)
+                                f"graph {record.captured.index} ({record.part})", record.captured.graph_module,
+                                record.memory)
     with timer("build"):
         record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
                                         tuning_log, checker)

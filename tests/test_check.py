@@ -34,7 +34,7 @@ def _three_kernels(x, w):
     a = torch.relu(x) + 1  # a pointwise kernel before the matmul
     y = a @ w
     s = torch.sigmoid(y) * 2  # fused with the row sum below
-    return s.sum(-1), torch.tanh(s).t().contiguous()
+    return s.sum(-1), torch.tanh(y).sum(0)  # a reduction over the other axis: a third kernel
 
 
 def _break_sigmoid(monkeypatch, backend):

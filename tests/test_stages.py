@@ -70,11 +70,13 @@ def test_low_precision_matmuls_run_in_their_own_dtype():
         return F.linear(x, w, b), torch.baddbmm(bias, q, k, alpha=0.5)
 
     s = _explain(f, x, w, b, q, k, bias)
+    aten = torch.ops.aten
     matmuls = [n for n in s.graphs[0].aten_graph.graph.nodes
-               if n.op == "call_function" and n.target in (torch.ops.aten.mm.default, torch.ops.aten.bmm.default)]
+               if n.op == "call_function" and n.target in (aten.mm.default, aten.bmm.default, aten.addmm.default)]
     assert len(matmuls) == 2
     for node in matmuls:
-        assert all(a.meta["val"].dtype == torch.bfloat16 for a in node.args), node.format_node()
+        operands = node.args[1:3] if node.target is aten.addmm.default else node.args
+        assert all(a.meta["val"].dtype == torch.bfloat16 for a in operands), node.format_node()
     fast = cc.compile(f)
     for got, want in zip(fast(x, w, b, q, k, bias), f(x, w, b, q, k, bias)):
         assert got.dtype == torch.bfloat16

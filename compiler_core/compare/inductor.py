@@ -51,6 +51,22 @@ def compile_with_inductor(fn: Callable, mode: str = "default", dynamic: bool = F
                          dynamic=dynamic)
 
 
+def inductor_kernels(fn: Callable, *args: Any) -> tuple[Any, tuple[str, ...]]:
+    """Compile fn with Inductor, run it once on args: (its result, the names of the kernels Inductor
+    generated), read from its generated code (`cpp_fused_*` on CPU, `triton_*` on GPU).
+
+        out, names = inductor_kernels(lambda x: (x + 1).t().exp(), torch.randn(4, 6))
+        len(names)   # 1
+    """
+    import re
+
+    from torch._inductor.utils import run_and_get_code
+
+    out, sources = run_and_get_code(compile_with_inductor(fn), *args)
+    names = re.findall(r"\b(cpp_fused_\w+|triton_(?:poi|per|red|tem)_\w+)\b", "\n".join(sources))
+    return out, tuple(dict.fromkeys(names))
+
+
 def inductor_versions() -> dict[str, Any]:
     """torch and (if installed) Triton versions, for benchmark records."""
     try:

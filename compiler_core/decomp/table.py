@@ -1,7 +1,7 @@
 """Decomposition to the primitive set.
 
 AOTAutograd applies `decomposition_table()` while tracing, so composite ops (softmax, layer_norm,
-gelu, var, addmm...) arrive already broken into simple ATen ops.  `to_prim_graph` then names the
+gelu, var...) arrive already broken into simple ATen ops.  `to_prim_graph` then names the
 primitive every remaining ATen op maps to (see primitives.py), or marks it extern with a reason.
 The list is pinned here rather than taken from `core_aten_decompositions()`, whose size changes
 between torch versions (PITFALLS.md).
@@ -37,17 +37,32 @@ DECOMPOSE = [
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    return {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE}
+    table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE}
+    # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
+    # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
+    table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
+    return table
 
 
-# addmm and baddbmm: the matmul stays one extern call in the inputs' own dtype and the scaling and
-# bias become pointwise ops that fuse into the next kernel. torch's own decompositions of these two
-# upcast every input to fp32 first (`pw_cast_for_opmath`): for bf16 that is a conversion kernel per
-# operand and an fp32 matmul without bf16 tensor cores, several times slower than eager's addmm.
+def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
+    """(x - mean) / sqrt(var + eps) * weight + bias over dim 1, computed in fp32 for bf16/fp16 and rounded
+    once; the empty saved statistics are what ATen returns in inference."""
+    shape = [1, -1] + [1] * (x.dim() - 2)
+    compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
+    out = (x.to(compute) - running_mean.to(compute).view(shape)) * torch.rsqrt(
+        running_var.to(compute).view(shape) + eps)
+    if weight is not None:
+        out = out * weight.to(compute).view(shape)
+    if bias is not None:
+        out = out + bias.to(compute).view(shape)
+    return out.to(x.dtype), x.new_zeros((0,)), x.new_zeros((0,))
 
-def _addmm(self: torch.Tensor, mat1: torch.Tensor, mat2: torch.Tensor, *, beta=1, alpha=1) -> torch.Tensor:
-    return _scale_and_add(aten.mm.default(mat1, mat2), self, beta, alpha)
 
+# baddbmm: the batched matmul stays one extern call in the inputs' own dtype and the scaling and
+# bias become pointwise ops that fuse into the next kernel. torch's own decomposition upcasts every
+# input to fp32 first (`pw_cast_for_opmath`): for bf16 that is a conversion kernel per operand and an
+# fp32 matmul without bf16 tensor cores, several times slower than eager. (addmm is not decomposed at
+# all: schedule/epilogues.py splits it only where its bias add fuses, in the operands' dtype too.)
 
 def _baddbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta=1,
              alpha=1) -> torch.Tensor:
@@ -64,7 +79,7 @@ def _scale_and_add(product: torch.Tensor, self: torch.Tensor, beta, alpha) -> to
     return out + (self if beta == 1 else self * beta)
 
 
-MATMUL_WITH_EPILOGUE = {aten.addmm.default: _addmm, aten.baddbmm.default: _baddbmm}
+MATMUL_WITH_EPILOGUE = {aten.baddbmm.default: _baddbmm}
 
 
 # ATen op (overload packet) -> primitive name.  Anything else is an extern call.
@@ -102,6 +117,9 @@ PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", pri
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
 LIBRARY_OPS = {
     aten.mm: "matmul runs in cuBLAS/oneDNN (extern call)",
+    # Not decomposed: one library call adds the bias as it writes the product (as eager does).
+    # schedule/epilogues.py splits it into mm + a bias add where that add fuses with what follows.
+    aten.addmm: "matmul with bias runs in cuBLAS/oneDNN (extern call)",
     aten.bmm: "batched matmul runs in cuBLAS/oneDNN (extern call)",
     aten.convolution: "convolution runs in cuDNN/oneDNN (extern call)",
     aten._scaled_dot_product_flash_attention: "attention runs in PyTorch's SDPA kernel (extern call)",

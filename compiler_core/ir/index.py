@@ -13,6 +13,7 @@ expressions are built, using the known size of each variable, so that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import gcd
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
@@ -207,6 +208,21 @@ def _split(expr: Index, divisor: int) -> tuple[Index, Index]:
     return Index._build(q_terms, expr.const // divisor), Index._build(r_terms, expr.const % divisor)
 
 
+def _common_factor(expr: Index, divisor: int, ranges: Ranges) -> tuple[int, Index, Index] | None:
+    """(g, scaled, small) with expr == g*scaled + small, 0 <= small < g, g a divisor of `divisor` > 1.
+
+    A flat index reshaped to other dims meets `(16*x0 + x1) // 48` with x1 < 16: that is
+    `x0 // 3`, which then pairs with `x0 % 3` and folds back to x0."""
+    candidates = sorted({gcd(coef, divisor) for _, coef in expr.terms} - {1, divisor}, reverse=True)
+    for g in candidates:
+        big = {a: c // g for a, c in expr.terms if c % g == 0}
+        small = Index._build({a: c for a, c in expr.terms if c % g != 0}, expr.const % g)
+        b = small.bounds(ranges)
+        if b is not None and 0 <= b[0] and b[1] < g:
+            return g, Index._build(big, expr.const // g), small
+    return None
+
+
 def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     expr = Index.of(expr)
     if divisor == 1:
@@ -217,6 +233,10 @@ def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> I
         return quotient
     if b is not None and b[0] >= 0:
         # Pull the exactly-divisible part out: (D*q + r) // D == q + r // D for r >= 0.
+        common = _common_factor(remainder, divisor, ranges)
+        if common is not None:  # (g*e + s) // (g*k) == e // k when 0 <= s < g
+            g, scaled, _ = common
+            return quotient + floordiv(scaled, divisor // g, ranges)
         return quotient + _floordiv_atom(remainder, divisor)
     return _floordiv_atom(expr, divisor)
 
@@ -238,6 +258,10 @@ def mod(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     if b is not None and 0 <= b[0] and b[1] < divisor:
         return remainder
     if b is not None and b[0] >= 0:
+        common = _common_factor(remainder, divisor, ranges)
+        if common is not None:  # (g*e + s) % (g*k) == g*(e % k) + s when 0 <= s < g
+            g, scaled, small = common
+            return mod(scaled, divisor // g, ranges) * g + small
         return Index(((Mod(remainder, divisor), 1),), 0)
     return Index(((Mod(expr, divisor), 1),), 0)
 

@@ -28,7 +28,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import LoopGraph, ViewRef
 from compiler_core.runtime import host
 from compiler_core.runtime.artifacts import KernelCheck
-from compiler_core.schedule.artifacts import Schedule
+from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 
 # (rtol, atol) per dtype.  A kernel computes bf16/fp16 in fp32 and rounds once on store while eager
 # rounds after every op, so low precision gets a few units in the last place; integers are exact.
@@ -62,6 +62,7 @@ class _Kernel:
     origins: tuple[str, ...]  # FX node names, in graph order
     written: frozenset[str]  # buffers the kernel writes or keeps in registers
     outputs: tuple[str, ...]  # origins whose value is a buffer the kernel writes to memory
+    step: int = 0  # its position in the schedule (the memory plan's step)
 
 
 class KernelChecker:
@@ -69,7 +70,7 @@ class KernelChecker:
     each launch.  `results` keeps the latest KernelCheck per kernel, in launch order."""
 
     def __init__(self, prims: PrimGraph, loops: LoopGraph, sched: Schedule, graph: str,
-                 dynamo_graph: Optional[torch.fx.GraphModule] = None):
+                 dynamo_graph: Optional[torch.fx.GraphModule] = None, memory: Optional[MemoryPlan] = None):
         self.graph = graph
         self.graph_module = prims.graph_module
         self.values = loops.values
@@ -78,15 +79,20 @@ class KernelChecker:
         self.placeholders = [n.name for n in self.nodes.values() if n.op == "placeholder"]
         self.dynamo_graph = dynamo_graph
         self.kernels: dict[str, _Kernel] = {}
+        # A buffer's values can be read back only up to its last reader in the plan: after that its
+        # storage may be poisoned (memory mode) or handed to another buffer. The reference is then
+        # recomputed from earlier values instead (an epilogue's addmm reads a buffer that died at the
+        # extern mm before it).
+        self.last_step = {r.buffer: r.last_step for r in memory.live_ranges} if memory is not None else {}
         loop_nodes = {n.name: n for n in loops.nodes}
-        for group in sched.groups:
+        for step, group in enumerate(sched.groups):
             if group.kind == "extern":
                 continue
             origins = tuple(sorted((o for o in group.origins if o in self.nodes), key=self.order.get))
             outputs = tuple(o for o in origins if isinstance(self.values.get(o), ViewRef)
                             and self.values[o].buffer in group.materialized)
             written = frozenset(loop_nodes[n].output.name for n in group.nodes)
-            self.kernels[group.name] = _Kernel(group.name, origins, written, outputs)
+            self.kernels[group.name] = _Kernel(group.name, origins, written, outputs, step)
         self.results: dict[str, KernelCheck] = {}
         self._lines: dict[str, str] = {}  # FX node -> source line (every call of the program asks again)
 
@@ -130,7 +136,7 @@ class KernelChecker:
             if name in env or name in needed:
                 continue
             if name not in inside:
-                value = self._live_value(name, scope, kernel.written)
+                value = self._live_value(name, scope, kernel.written, kernel.step)
                 if value is not _MISSING:
                     env[name] = value
                     continue
@@ -140,15 +146,18 @@ class KernelChecker:
             env[name] = self._evaluate(self.nodes[name], env, scope)
         return env
 
-    def _live_value(self, name: str, scope: dict, written: frozenset[str]) -> Any:
+    def _live_value(self, name: str, scope: dict, written: frozenset[str], step: int) -> Any:
         """The node's value read from the host program's locals, or _MISSING when it is not live there
-        (or lives in a buffer this very kernel writes: that is what is being checked)."""
+        (dead in the memory plan by this step, or in a buffer this very kernel writes: that is what is
+        being checked)."""
         value = self.values.get(name, _MISSING)
 
         def read(v: Any) -> Any:
             if v is None:
                 return None
             if v.buffer in written or not isinstance(scope.get(local(v.buffer)), torch.Tensor):
+                return _MISSING
+            if self.last_step.get(v.buffer, step) < step:
                 return _MISSING
             return host.view(scope[local(v.buffer)], tuple(v.layout.size), tuple(v.layout.stride), v.layout.offset)
 

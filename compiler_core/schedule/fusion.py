@@ -8,7 +8,10 @@ FusionDecision with its reason, so the explorer can answer "why was this not fus
 Legality, in order: extern calls never fuse; two reductions must iterate the same space; fusing
 must not create a cycle through a group outside the pair; and the kernel plan must build (every
 node fits the kernel's space or is inlined into consumers inside it, and every read of a reduction
-result lines up with the row computing it).
+result lines up with the row computing it).  A node whose shape differs from the kernel's but has
+as many elements (a reshape, flatten, transpose or permute lies between them) fits: it is placed by
+index arithmetic.  Each refusal starts with its kind: extern, size, shape, reduction axis or
+dependency.
 """
 
 from __future__ import annotations
@@ -55,12 +58,14 @@ class _Scheduler:
             _Group([n.name], Space.of(n) if n.kind != "extern" else Space(()), n.kind) for n in graph.nodes]
         self.decisions: dict[tuple, FusionDecision] = {}
         # Whether a set of nodes forms one kernel depends on those nodes alone: build each plan once.
-        self.plan_verdicts: dict[tuple[str, ...], str | None] = {}
+        self.plan_verdicts: dict[tuple[tuple[str, ...], Space], str | None] = {}
+        self.merged_space: dict[tuple[int, int], Space] = {}  # legal pair -> the fused kernel's space
 
     # ---- main loop ----------------------------------------------------------------------
     def run(self) -> Schedule:
         while True:
             legal = []
+            self.merged_space.clear()
             for a, b in self._candidate_pairs():
                 decision = self._evaluate(a, b)
                 self.decisions[(tuple(a.members), tuple(b.members))] = decision
@@ -118,25 +123,39 @@ class _Scheduler:
 
         if a.kind == "extern" or b.kind == "extern":
             ext = a if a.kind == "extern" else b
-            return verdict(False, f"{ext.members[0]} is an extern call ({self.nodes[ext.members[0]].extern.reason})")
-        space = self._merged_space(a, b)
-        if space is None:
-            return verdict(False, f"reductions over different iteration spaces ({a.space.describe()} vs "
-                                  f"{b.space.describe()})")
-        if self._creates_cycle(a, b):
-            return verdict(False, "a node outside both groups sits between them (fusing would create a cycle)")
+            return verdict(False, f"extern: {ext.members[0]} is an extern call "
+                                  f"({self.nodes[ext.members[0]].extern.reason})")
+        spaces = self._candidate_spaces(a, b)
+        if not spaces:
+            return verdict(False, _reduction_mismatch(a.space, b.space))
+        between = self._node_between(a, b)
+        if between is not None:
+            return verdict(False, f"dependency: {between} (in neither group) reads one group and feeds the other, "
+                                  "so fusing would create a cycle")
         members = sorted(a.members + b.members, key=self.order.get)
-        refusal = self._plan_refusal(members, space)
+        refusal = None
+        for space in spaces:
+            refusal = self._plan_refusal(members, space)
+            if refusal is None:
+                break
         if refusal is not None:
             return verdict(False, refusal)
+        self.merged_space[(id(a), id(b))] = space
         saved = self._bytes_saved(a, b)
         kinds = "+".join(sorted({a.kind, b.kind}))
         linked = any(r in b.members for m in a.members for r in self.readers.get(m, ()))
         relation = "" if linked else "; siblings sharing an input"
-        return verdict(True, f"same iteration space ({space.describe()}), {kinds}{relation}", saved)
+        other = b.space if space == a.space else a.space
+        if other == space or other.is_reduction or space.is_reduction and other.x == space.x:
+            how = f"same iteration space ({space.describe()})"
+        elif _numel(other) == _numel(space):  # a reshape, transpose or permute between the two: no copy
+            how = f"one iteration space ({space.describe()}; {other.describe()} placed by index arithmetic)"
+        else:  # a broadcast or a slice: the other group's values are recomputed where they are read
+            how = f"one iteration space ({space.describe()}; {other.describe()} recomputed where it is read)"
+        return verdict(True, f"{how}, {kinds}{relation}", saved)
 
     def _plan_refusal(self, members: list[str], space: Space) -> str | None:
-        key = tuple(members)
+        key = (tuple(members), space)
         if key not in self.plan_verdicts:
             try:
                 build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space)
@@ -145,17 +164,25 @@ class _Scheduler:
                 self.plan_verdicts[key] = str(why)
         return self.plan_verdicts[key]
 
-    def _merged_space(self, a: _Group, b: _Group) -> Space | None:
+    def _candidate_spaces(self, a: _Group, b: _Group) -> list[Space]:
+        """Iteration spaces the fused kernel may have, best first (empty: two different reductions)."""
         if a.space.is_reduction and b.space.is_reduction:
-            return a.space if a.space == b.space else None
+            return [a.space] if a.space == b.space else []
         if a.space.is_reduction:
-            return a.space
+            return [a.space]
         if b.space.is_reduction:
-            return b.space
-        # Two pointwise groups: the larger space wins; the smaller one must inline into it.
-        return a.space if _numel(a.space) >= _numel(b.space) else b.space
+            return [b.space]
+        # Two pointwise groups: the larger space first (the smaller group's nodes are placed into it by
+        # index arithmetic, or inlined); then the smaller one, which fits when the larger group's nodes
+        # are only read inside the kernel (`(x + 1)[:, 1:3].exp()` computes just the slice).
+        larger, smaller = (a, b) if _numel(a.space) >= _numel(b.space) else (b, a)
+        return [larger.space] if larger.space == smaller.space else [larger.space, smaller.space]
 
     def _creates_cycle(self, a: _Group, b: _Group) -> bool:
+        return self._node_between(a, b) is not None
+
+    def _node_between(self, a: _Group, b: _Group) -> str | None:
+        """A node outside the pair that depends on one group and feeds the other, or None."""
         group_of = self._group_of()
         pair = set(a.members) | set(b.members)
         # Walk forward from the pair through outside nodes; reaching the pair again is a cycle.
@@ -169,9 +196,9 @@ class _Scheduler:
             for m in group_of[n].members:
                 for r in self.readers.get(m, ()):
                     if r in pair:
-                        return True
+                        return n
                     frontier.append(r)
-        return False
+        return None
 
     def _materialized(self, members: list[str]) -> set[str]:
         """Buffers a group must write: read outside it, or returned by the graph."""
@@ -203,7 +230,7 @@ class _Scheduler:
 
     # ---- merging and output -----------------------------------------------------------------
     def _merge(self, a: _Group, b: _Group) -> _Group:
-        space = self._merged_space(a, b)
+        space = self.merged_space[(id(a), id(b))]
         kind = "reduction" if space.is_reduction else "pointwise"
         merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
         self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
@@ -242,6 +269,18 @@ class _Scheduler:
         internal = tuple(n.output.name for n in nodes if n.output.name not in writes)
         return FusionGroup(name=name, kind=g.kind, nodes=tuple(g.members), x_ranges=g.space.x,
                            r_ranges=g.space.r, materialized=writes, internal=internal, origins=origins)
+
+
+def _reduction_mismatch(a: Space, b: Space) -> str:
+    """Why two reduction groups cannot share a kernel: the kind of reason first."""
+    spaces = f"({a.describe()} vs {b.describe()})"
+    if a.full == b.full:
+        axes = [[d for d, (role, _) in enumerate(s.roles) if role == "r"] for s in (a, b)]
+        return (f"reduction axis: reductions over different iteration spaces {spaces}: both reduce "
+                f"{list(a.full)}, one over dims {axes[0]}, the other over dims {axes[1]}")
+    if _numel(Space(a.full)) == _numel(Space(b.full)):
+        return f"shape: reductions over different iteration spaces {spaces}: same elements, other dims"
+    return f"size: reductions over different iteration spaces {spaces}"
 
 
 def _identifier(text: str) -> str:

@@ -19,7 +19,7 @@ from typing import Optional
 import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
-from compiler_core.ir.index import Index, floordiv, mod
+from compiler_core.ir.index import Index, floordiv, linear_index, mod
 from compiler_core.ir.values import Load, Op, ReductionResult, Value, rebuild, subs_index, walk
 
 
@@ -73,16 +73,74 @@ def placement(node: LoopNode, space: Space) -> Optional[tuple[dict[str, Index], 
     shape = tuple(node.ranges)
     names = [f"x{i}" for i in range(len(shape))]
     if not space.is_reduction:
-        return ({}, "row") if shape == space.x else None
+        if shape == space.x:
+            return {}, "row"
+        if _same_numel(shape, space.x):
+            return _in_storage_order(node, linear_index(_names("x", space.x), _contiguous(space.x)), space), "row"
+        return None
+    full_names = [f"{role}{k}" for role, k in space.roles]
     if shape == space.full:
-        return {n: Index.var(f"{role}{k}") for n, (role, k) in zip(names, space.roles)}, "full"
+        return {n: Index.var(v) for n, v in zip(names, full_names)}, "full"
     keepdim = tuple(1 if role == "r" else s for s, (role, _) in zip(space.full, space.roles))
     if shape == keepdim:
         mapping = {n: (Index.var(f"x{k}") if role == "x" else Index.of(0)) for n, (role, k) in zip(names, space.roles)}
         return mapping, "row"
     if shape == space.x:
         return {}, "row"
+    # A reshape (view, flatten, transpose...) between this node and the kernel's shape: same elements,
+    # other dims.  Place it by index arithmetic instead of refusing.
+    if _same_numel(shape, space.full):
+        return _in_storage_order(node, linear_index(full_names, _contiguous(space.full)), space), "full"
+    if _same_numel(shape, space.x):
+        return _in_storage_order(node, linear_index(_names("x", space.x), _contiguous(space.x)), space), "row"
     return None
+
+
+def misfit_reason(node: LoopNode, space: Space, needed_outside: bool) -> str:
+    """Why `node` cannot be placed into `space`, starting with the kind of reason: size (element
+    counts differ), shape (same elements, dims that do not line up with a reduction's rows) or
+    reduction axis (a reduction over the same input, other dims reduced)."""
+    where = f"the kernel's space {space.describe()}"
+    if node.kind == "reduction":
+        mine = Space.of(node)
+        if space.is_reduction and mine.full == space.full:
+            reduced = [d for d, (role, _) in enumerate(space.roles) if role == "r"]
+            return (f"reduction axis: {node.name} reduces dims {list(node.reduced_dims)} of {list(mine.full)}, "
+                    f"the kernel reduces dims {reduced}")
+        if space.is_reduction and prod(mine.full) == prod(space.full):
+            return (f"shape: {node.name} is a reduction over {list(mine.full)}, {where} reduces "
+                    f"{list(space.full)}: same elements, rows that do not line up")
+        return f"size: {node.name} is a reduction over {mine.describe()}, a different iteration space than {where}"
+    count = prod(node.ranges)
+    total = prod(space.full) if space.is_reduction else prod(space.x)
+    tail = " and its result is needed outside the kernel" if needed_outside else ""
+    if count != total and not (space.is_reduction and count == prod(space.x)):
+        return (f"size: {node.name} (ranges {list(node.ranges)}) has {count} elements, {where} has {total}, "
+                f"so it does not fit{tail}")
+    return f"shape: {node.name} (ranges {list(node.ranges)}) does not fit {where}{tail}"
+
+
+def _names(prefix: str, sizes: tuple[int, ...]) -> list[str]:
+    return [f"{prefix}{i}" for i in range(len(sizes))]
+
+
+def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
+    strides, running = [], 1
+    for s in reversed(sizes):
+        strides.append(running)
+        running *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+def _same_numel(shape: tuple[int, ...], other: tuple[int, ...]) -> bool:
+    return prod(shape) == prod(other) and prod(shape) > 0
+
+
+def _in_storage_order(node: LoopNode, flat: Index, space: Space) -> dict[str, Index]:
+    """The node's loop variables at the kernel's flat position `flat`, walking the node's output in
+    storage order: its stores are then contiguous in the kernel, and a transposed or reshaped read of
+    an in-kernel producer becomes index arithmetic on the producer's layout (invert_layout)."""
+    return invert_layout(node, flat + node.output.layout.offset, space.ranges())
 
 
 @dataclass(frozen=True)
@@ -160,11 +218,8 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     placed: dict[str, tuple[dict[str, Index], str]] = {}
     for n in members:
         p = placement(nodes[n], space)
-        if p is None and nodes[n].output.name in materialized:
-            raise PlanError(f"{n} (ranges {list(nodes[n].ranges)}) does not fit the kernel's space "
-                            f"{space.describe()} and its result is needed outside the kernel")
-        if p is None and nodes[n].kind != "pointwise":
-            raise PlanError(f"{n} is a reduction over a different space than {space.describe()}")
+        if p is None and (nodes[n].output.name in materialized or nodes[n].kind != "pointwise"):
+            raise PlanError(misfit_reason(nodes[n], space, nodes[n].output.name in materialized))
         if p is not None:
             placed[n] = p
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
@@ -175,7 +230,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
 
     def resolve(value: Value, depth: int = 0) -> Value:
         if depth > 120:
-            raise PlanError("producer chain too long to inline into one kernel")
+            raise PlanError("size: producer chain too long to inline into one kernel")
 
         def leaf(v: Value) -> Value:
             if not isinstance(v, Load) or v.buffer not in by_buffer:
@@ -189,8 +244,8 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
             if producer.kind == "reduction":
                 store = _store_in_space(producer, placed[producer.name][0], ranges)
                 if v.index.simplify(ranges) != store:
-                    raise PlanError(f"a consumer reads reduction {producer.name} at {v.index}, not at this row's "
-                                    f"result {store}: the rows of the two do not line up")
+                    raise PlanError(f"reduction axis: a consumer reads reduction {producer.name} at {v.index}, not "
+                                    f"at this row's result {store}: the rows of the two do not line up")
                 return ReductionResult(same_reduction.get(producer.name, producer.name), producer.body.dtype)
             # Pointwise producer: recompute it here, at the element this load asks for.
             mapping = invert_layout(producer, v.index, ranges)

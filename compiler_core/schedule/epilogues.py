@@ -1,0 +1,123 @@
+"""Matmul epilogues: an `addmm` stays one extern call unless its bias add can join a kernel.
+
+Lowering keeps `aten.addmm` (a Linear layer) as one extern call: the library adds the bias while it
+writes the product, one pass over memory as in eager.  When pointwise ops read the result (a bias
+then GELU, ReLU, a residual add...), splitting it into `mm` plus a pointwise bias add lets the bias
+add and those ops run as one kernel after the matmul:
+
+    addmm(b, x, w) -> gelu        becomes        mm(x, w) -> [bias add + gelu: one kernel]
+
+The split is kept only where the bias add actually shares a kernel with a consumer of its result;
+an addmm whose bias add would run as a kernel of its own is left whole.  Both outcomes are written
+into the schedule's decision log.
+
+    graph, sched = schedule_with_epilogues(loops)    # `graph` is `loops` with the kept splits
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import torch
+
+from compiler_core.ir.graph import Buffer, ExternCall, LoopGraph, LoopNode, ViewRef
+from compiler_core.ir.index import linear_index
+from compiler_core.ir.lowering import broadcast_index, compute_dtype
+from compiler_core.ir.values import Cast, Load, Op, Value
+from compiler_core.schedule.artifacts import FusionDecision, Schedule
+from compiler_core.schedule.fusion import schedule
+
+ADDMM = "aten.addmm.default"
+MM_REASON = "matmul runs in cuBLAS/oneDNN (extern call); its bias add runs in the kernel after it"
+
+
+def schedule_with_epilogues(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
+    """Split each addmm whose bias add can fuse with its consumers; schedule the result."""
+    candidates = [n.name for n in graph.nodes if _splittable(graph, n)]
+    if not candidates:
+        return graph, schedule(graph)
+    trial = split_addmm(graph, candidates)
+    trial_sched = schedule(trial)
+    kept = [name for name in candidates if _bias_add_fused(trial, trial_sched, name)]
+    final = split_addmm(graph, kept) if kept != candidates else trial
+    sched = trial_sched if kept == candidates else schedule(final)
+    notes = tuple(_decision(graph, name, name in kept) for name in candidates)
+    return final, dataclasses.replace(sched, decisions=notes + sched.decisions)
+
+
+def split_addmm(graph: LoopGraph, names: list[str]) -> LoopGraph:
+    """`graph` with each named addmm node replaced by an extern mm and a pointwise bias add.
+
+    The bias add keeps the addmm's node and buffer name, so every reader, graph output and FX value
+    (LoopGraph.values) still finds its result there."""
+    taken = {b.name for b in graph.inputs} | {b.name for n in graph.nodes for b in (n.output, *n.extra_outputs)}
+    nodes: list[LoopNode] = []
+    for node in graph.nodes:
+        if node.name not in names:
+            nodes.append(node)
+            continue
+        mm_name = node.name + "_mm"
+        while mm_name in taken:
+            mm_name += "_"
+        taken.add(mm_name)
+        nodes += _split(node, mm_name)
+    return dataclasses.replace(graph, nodes=tuple(nodes))
+
+
+def _splittable(graph: LoopGraph, node: LoopNode) -> bool:
+    """An addmm computing bias + x @ w exactly (beta = alpha = 1), into a dense 2-D buffer, whose result a
+    pointwise or reduction node reads."""
+    if node.kind != "extern" or node.extern.target != ADDMM or len(node.extern.args) != 3:
+        return False
+    if any(value != 1 for key, value in node.extern.kwargs if key in ("beta", "alpha")):
+        return False
+    bias, mat1, mat2 = node.extern.args
+    if not all(isinstance(a, ViewRef) for a in (bias, mat1, mat2)) or len(node.output.layout.size) != 2:
+        return False
+    if not node.output.layout.is_dense() or node.output.dtype != bias.dtype:
+        return False
+    return any(node.output.name in n.input_buffers for n in graph.nodes if n.kind != "extern")
+
+
+def _split(node: LoopNode, mm_name: str) -> list[LoopNode]:
+    bias, mat1, mat2 = node.extern.args
+    out = node.output
+    mm_buffer = Buffer(mm_name, out.dtype, out.layout, out.device, kind="extern")
+    mm = LoopNode(name=mm_name, kind="extern", output=mm_buffer, origins=node.origins,
+                  extern=ExternCall(target="aten.mm.default", op=torch.ops.aten.mm.default, args=(mat1, mat2),
+                                    kwargs=(), reason=MM_REASON),
+                  extern_inputs=tuple(dict.fromkeys((mat1.buffer, mat2.buffer))), source_fn=node.source_fn)
+    shape = tuple(out.layout.size)
+    names = [f"x{i}" for i in range(len(shape))]
+    cdt = compute_dtype(out.dtype)
+
+    def load(view: ViewRef) -> Value:
+        value = Load(view.buffer, broadcast_index(view.layout, shape, names), view.dtype)
+        return value if view.dtype == cdt else Cast(value, cdt)
+
+    body: Value = Op("add", (load(ViewRef(mm_name, out.layout, out.dtype)), load(bias)), cdt)
+    if body.dtype != out.dtype:
+        body = Cast(body, out.dtype)
+    bias_add = LoopNode(name=node.name, kind="pointwise", output=dataclasses.replace(out, kind="kernel"),
+                        origins=node.origins, ranges=shape, body=body,
+                        store_index=linear_index(names, out.layout.stride, out.layout.offset),
+                        source_fn=node.source_fn)
+    return [mm, bias_add]
+
+
+def _bias_add_fused(graph: LoopGraph, sched: Schedule, name: str) -> bool:
+    """Whether the bias add shares its kernel with a node that reads its result."""
+    group = sched.group_of(name)
+    buffer = graph.node(name).output.name
+    return any(buffer in graph.node(m).input_buffers for m in group.nodes if m != name)
+
+
+def _decision(graph: LoopGraph, name: str, split: bool) -> FusionDecision:
+    node = graph.node(name)
+    readers = tuple(n.name for n in graph.nodes if node.output.name in n.input_buffers)
+    if split:
+        reason = "epilogue: addmm split into an extern mm and a bias add that runs in the kernel of its readers"
+    else:
+        reason = ("extern: addmm stays one extern call (the library adds the bias): its bias add would run as "
+                  "a kernel of its own")
+    return FusionDecision((name,), readers, split, split, reason, 0)
