@@ -136,6 +136,24 @@ def test_linear_then_activation_is_a_matmul_and_one_kernel(act, lead, backend):
     assert any(d.reason.startswith("epilogue: addmm split") for d in g.schedule.decisions)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_linear_whose_result_is_kept_stays_one_addmm(backend):
+    # The Linear's result is a graph output (as a tensor saved for the backward often is): it is
+    # written to memory either way, so splitting the addmm would write the product and the sum both,
+    # an extra full-size buffer (the larger peak the GPU training bench measured).
+    def fn(x, w, b):
+        y = F.linear(x, w, b)
+        return y, F.gelu(y)
+
+    args = _linear_args(4)
+    out, session = _compiled(fn, backend, args)
+    _assert_same(out, fn(*args))
+    g = session.graphs[0]
+    assert [grp.name for grp in g.schedule.groups][0] == "extern_aten.addmm.default"
+    assert any(d.reason.startswith("extern: addmm stays one extern call") for d in g.schedule.decisions)
+    assert session.stats["kernel_count"] == 1
+
+
 def test_linear_gelu_matches_inductors_count():
     def fn(x, w, b):
         return F.gelu(F.linear(x, w, b))

@@ -106,10 +106,14 @@ def _split(node: LoopNode, mm_name: str) -> list[LoopNode]:
 
 
 def _bias_add_fused(graph: LoopGraph, sched: Schedule, name: str) -> bool:
-    """Whether the bias add shares its kernel with a node that reads its result."""
+    """Whether the bias add shares its kernel with a node that reads its result, and that result then
+    stays in registers. When it must be written anyway (a graph output, a tensor saved for the
+    backward, a read by another kernel or extern), the split writes the product and the sum both: one
+    more full-size buffer and pass than the whole addmm, for nothing."""
     group = sched.group_of(name)
     buffer = graph.node(name).output.name
-    return any(buffer in graph.node(m).input_buffers for m in group.nodes if m != name)
+    fused = any(buffer in graph.node(m).input_buffers for m in group.nodes if m != name)
+    return fused and buffer not in group.materialized
 
 
 def _decision(graph: LoopGraph, name: str, split: bool) -> FusionDecision:
@@ -119,5 +123,5 @@ def _decision(graph: LoopGraph, name: str, split: bool) -> FusionDecision:
         reason = "epilogue: addmm split into an extern mm and a bias add that runs in the kernel of its readers"
     else:
         reason = ("extern: addmm stays one extern call (the library adds the bias): its bias add would run as "
-                  "a kernel of its own")
+                  "a kernel of its own, or its result must be written to memory anyway")
     return FusionDecision((name,), readers, split, split, reason, 0)
