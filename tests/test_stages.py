@@ -1,6 +1,7 @@
 """Each stage's artifact, on canonical programs: what was fused and why, what was reused, what the
 host program does.  These read as examples of what the explorer shows."""
 
+import pytest
 import torch
 import torch.nn.functional as F
 
@@ -126,6 +127,25 @@ def test_memory_planner_reuses_dead_buffers():
     torch.testing.assert_close(cc.compile(fn)(x, w), fn(x, w))  # and the values survive the reuse
     assert memory.peak_bytes_planned < memory.peak_bytes_unplanned
     assert "reuses" in s.graphs[0].wrapper.source
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_matmul_results_are_written_into_dead_storages(backend):
+    # A training step's activations and gradients are mostly matmul results: mm/bmm/addmm write into
+    # a storage the planner hands on (their out= overloads), where other externs allocate their own.
+    def fn(x, w1, w2):
+        h = torch.relu(x @ w1)
+        return (h.exp() @ w2).sigmoid() @ w1.t()
+
+    x, w1, w2 = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16)
+    s = _explain(fn, x, w1, w2, backend=backend)
+    source = s.graphs[0].wrapper.source
+    assert "torch.ops.aten.mm.out(" in source, source
+    reused = {new for new, _ in s.graphs[0].memory.reuse}
+    externs = [n.output.name for n in s.graphs[0].loops.nodes if n.kind == "extern"]
+    assert reused & set(externs), s.graphs[0].memory.pretty()
+    torch._dynamo.reset()
+    torch.testing.assert_close(cc.compile(fn, backend=backend)(x, w1, w2), fn(x, w1, w2))
 
 
 # ---- codegen and wrapper ----------------------------------------------------------------------

@@ -27,6 +27,7 @@ from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_g
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
+from compiler_core.schedule.memory import OUT_VARIANTS
 
 
 def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
@@ -93,6 +94,7 @@ class CallExtern:
     kwargs: tuple
     slots: tuple[Optional[Buffer], ...]  # the buffer per flattened result (None: not a tensor)
     sequence: bool = False  # the op returns a list or tuple (even of one tensor)
+    out_target: str = ""  # its out= overload, writing into slots[0] (already bound by a Reuse)
 
 
 @dataclass(frozen=True)
@@ -158,8 +160,12 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
                 slots = tuple(None if s is None else buffers[s] for s in node.result_slots)
             else:
                 slots = (node.output,)
+            out_target = ""
+            if node.output.name in reuse:  # a storage handed on: the op's out= overload writes into it
+                out.append(Reuse(node.output, reuse[node.output.name]))
+                out_target = OUT_VARIANTS[node.extern.target]
             out.append(CallExtern(node.extern.target, node.extern.args, node.extern.kwargs, slots,
-                                  sequence=bool(node.result_slots)))
+                                  sequence=bool(node.result_slots), out_target=out_target))
             if check_memory:
                 out += [CheckFresh(b.name, same_storage(b.name)) for b in slots if b is not None]
         else:
@@ -239,6 +245,8 @@ class _Printer:
     def extern(self, s: CallExtern) -> list[str]:
         args = ", ".join(self.arg(a) for a in s.args)
         kwargs = "".join(f", {key}={self.arg(v)}" for key, v in s.kwargs)
+        if s.out_target:
+            return [f"torch.ops.{s.out_target}({args}{kwargs}, out={local(s.slots[0].name)})"]
         call = f"torch.ops.{s.target}({args}{kwargs})"
         if not s.sequence:
             lines = [f"{local(s.slots[0].name)} = {call}"]

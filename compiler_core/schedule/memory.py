@@ -6,13 +6,29 @@ storage (`LoopGraph.storage_of`).  A storage is live from the step that first wr
 buffers to the last step that reads any of them, and it is never freed or handed on while it holds
 a graph input, a constant or a graph output.  When a storage dies it goes to a pool; a later kernel
 output of the same dtype, device and size takes it instead of allocating.  Extern outputs are
-allocated by PyTorch, so they can donate storage but never receive it.
+allocated by PyTorch, so they can donate storage but never receive it, except the matmuls with an
+`out=` variant (OUT_VARIANTS): the host program then calls e.g. `aten.mm.out(a, b, out=reused)`, as
+the activations and gradients of a training step are mostly matmul results.
 """
 
 from __future__ import annotations
 
-from compiler_core.ir.graph import Buffer, LoopGraph
+from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
+
+# Extern ops whose result may be written into a storage we hand them: op -> its out= overload. Their
+# results are dense and row-major, and the out= overload writes every element.
+OUT_VARIANTS = {"aten.mm.default": "aten.mm.out", "aten.bmm.default": "aten.bmm.out",
+                "aten.addmm.default": "aten.addmm.out"}
+
+
+def takes_storage(node: LoopNode, buf: Buffer) -> bool:
+    """Whether `buf`, made by `node`, may be placed in a storage the planner hands on."""
+    if buf.kind == "kernel":
+        return True
+    return (buf.kind == "extern" and node.kind == "extern" and node.extern.target in OUT_VARIANTS
+            and not node.result_slots and buf.name == node.output.name
+            and buf.layout == Layout.contiguous(tuple(buf.layout.size)))
 
 
 def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
@@ -20,6 +36,7 @@ def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
     buffers: dict[str, Buffer] = {b.name: b for b in graph.inputs}
     buffers.update({b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)})
     step_of_node = {node: step for step, group in enumerate(sched.groups) for node in group.nodes}
+    maker = {b.name: n for n in graph.nodes for b in (n.output, *n.extra_outputs)}
 
     first: dict[str, int] = {}  # buffer -> step that writes it (to memory)
     last: dict[str, int] = {}  # buffer -> last step that reads it
@@ -47,8 +64,8 @@ def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
     frees: list[tuple[int, tuple[str, ...]]] = []
     for step, group in enumerate(sched.groups):
         for name in group.materialized:
-            if buffers[name].kind != "kernel":
-                continue  # extern outputs are allocated by PyTorch
+            if not takes_storage(maker[name], buffers[name]):
+                continue  # allocated by PyTorch inside the extern call
             donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
             if donor is not None:
                 pool.remove(donor)
