@@ -35,11 +35,9 @@ def render(exp: Exploration) -> str:
             parts.append(details(f"outline by module ({plural(tree.count(), 'op')}; expand a module to see its "
                                  "ops; your browser's find searches it)", outline_html(tree), open_=True))
         if record.prims is not None:
-            prims = record.prims.graph_module.graph
-            parts.append(details("after decomposition into primitives (ATen)",
-                                 picture_pane(fx_graph_to_dot(prims, f"primitives of graph {captured.index}",
-                                                              labels=record.prims.node_prims), "primitives")
-                                 + highlight_code(record.prims.pretty(), "python")))
+            # Drawn once, in the Fusion tab, boxed by kernel (unboxed, dot takes seconds on a GPT-2 block).
+            parts.append(details("after decomposition into primitives (ATen; the Fusion tab draws this graph)",
+                                 highlight_code(record.prims.pretty(), "python")))
     return "".join(parts)
 
 
