@@ -298,6 +298,7 @@ def test_a_gpt2_graph_renders_quickly_and_stays_navigable(gpt2_view):
     print(f"GPT-2 (2 layers) views rendered in {seconds:.2f} s")
     assert seconds < 10, f"rendering took {seconds:.1f} s (target 5 s; measured about 2 s on an idle 2-core CPU)"
     graph, fusion = sections["Graph"], sections["Fusion"]
+    assert "gpt2&lt;2 layers&gt;" in static and "gpt2<2" not in static  # the title is the user's: escaped
     # Collapse and expand by module, then by kernel.
     for module in ("transformer.h.0 (GPT2Block)", "transformer.h.1.attn (GPT2Attention)", "transformer.h.0.mlp"):
         assert re.search(rf"<summary>{re.escape(module)}", graph), module
