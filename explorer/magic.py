@@ -72,8 +72,8 @@ class FcompileMagics(Magics):
     def __init__(self, shell: Any):
         super().__init__(shell)
         self.last_view: Optional[ExplorerView] = None
-        # (code, backend, mode, inputs, carried) -> (globals, function, compiled): a cell run again reuses it.
-        self._compiled: dict[tuple, tuple[dict, Any, Any]] = {}
+        # cache_key(cell, options, versions) -> the compiled cell and its view: a cell run again reuses them.
+        self._compiled: dict[str, CachedCell] = {}
 
     @magic_arguments()
     @argument("--backend", choices=("auto", "cpp", "triton"), default="auto",
