@@ -23,6 +23,7 @@ from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
 from compiler_core.session import CompileSession
 from explorer.ceilings import Ceilings, device_ceilings
+from explorer.comparing import InductorProgram, capture_inductor, missing_compiler, with_kernel_times
 from explorer.measuring import TimingResult, time_programs
 from explorer.profiling import OursProfile, StepCost, host_namespace, profile_eager, profile_ours
 
@@ -38,6 +39,7 @@ class Exploration:
     kernel_notes: dict[str, str] = field(default_factory=dict)  # backend -> why it has no kernels
     train: bool = False
     measured: Optional["Measured"] = None  # per-kernel costs and ceilings (None: not timed)
+    inductor: Optional[InductorProgram] = None  # Inductor's program for the same code (None: not compared)
 
 
 @dataclass(frozen=True)
@@ -72,19 +74,43 @@ def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto"
     session = compiled.session
     eager = training_step(fn) if train else fn
     timing, measured = None, None
+    others, inductor = {}, None
+    if compare == "inductor":
+        inductor, run_inductor = compare_with_inductor(fn, args, mode, train, repeats)
+        if run_inductor is not None:
+            others["inductor"] = run_inductor
+    elif compare is not None:
+        name, other = _comparison(fn, compare, mode)
+        others[name] = training_step(other) if train else other
     if repeats:
-        others = {}
-        if compare is not None:
-            name, other = _comparison(fn, compare, mode)
-            others[name] = training_step(other) if train else other
         timing, measured = measure_program(eager, run_compiled, args, session, repeats, others)
     return gather(session, title or getattr(fn, "__name__", type(fn).__name__), timing,
-                  other_backends_of(fn, args, session, kernels_for, mode), train=train, measured=measured)
+                  other_backends_of(fn, args, session, kernels_for, mode), train=train, measured=measured,
+                  inductor=inductor)
+
+
+def compare_with_inductor(fn: Callable, args: Sequence[Any], mode: str = "default", train: bool = False,
+                          repeats: int = 5) -> tuple[InductorProgram, Optional[Callable]]:
+    """Inductor's program for fn (its kernels' source, and their times where the profiler sees them),
+    and the compiled callable to time beside ours (None when Inductor cannot run here)."""
+    why_not = missing_compiler(args)
+    if why_not:
+        return InductorProgram((), (), (), note=why_not), None
+    from compiler_core.compare.inductor import compile_with_inductor
+
+    compiled = compile_with_inductor(fn, mode=mode)
+    run = training_step(compiled) if train else compiled
+    program = capture_inductor(run, args)  # the first call compiles
+    if not program.modules:
+        return program, None
+    if repeats:
+        program = with_kernel_times(program, run, args, repeats=max(3, min(repeats, 10)))
+    return program, run
 
 
 def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
            other: tuple[dict, dict] = ({}, {}), train: bool = False,
-           measured: Optional[Measured] = None) -> Exploration:
+           measured: Optional[Measured] = None, inductor: Optional[InductorProgram] = None) -> Exploration:
     """An Exploration from a session already made (the %%fcompile magic compiles on its own)."""
     main = session_backend(session)
     kernels = {main: tuple(session.kernels), **other[0]}
@@ -92,7 +118,7 @@ def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
     if not session.kernels:
         notes[main] = _why_no_kernels(session)
     return Exploration(title=title, session=session, backend=main, timing=timing, traffic=bytes_moved(session),
-                       kernels=kernels, kernel_notes=notes, train=train, measured=measured)
+                       kernels=kernels, kernel_notes=notes, train=train, measured=measured, inductor=inductor)
 
 
 def measure_program(eager: Callable, compiled: Callable, args: Sequence[Any], session: CompileSession,

@@ -8,7 +8,9 @@
 
 The cell becomes a function (explorer/cell.py), compiled with compiler_core.compile and called once;
 it runs in a copy of the notebook namespace and writes back only when it succeeds, so a failing cell
-leaves the notebook's names as they were.
+leaves the notebook's names as they were. Compilations and views are cached by a hash of the cell, its
+options and the versions of fcompile, torch and Triton: running a cell again reuses them (Dynamo's
+guards still recompile when an input changes shape); `--force` compiles and measures afresh.
 """
 
 from __future__ import annotations
@@ -16,9 +18,12 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
+import keyword
 import logging
+import platform
 import re
 import traceback
+from dataclasses import dataclass
 from typing import Any, Iterator, Optional
 
 import torch
@@ -27,18 +32,39 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from IPython.display import display
 
 import compiler_core as cc
+from compiler_core.api import training_loss
 from explorer.cell import FUNCTION_NAME, UNSET, UNSET_NAME, CellError, CellProgram, cell_program
-from explorer.exploration import gather, measure_program, other_backends_of
+from explorer.exploration import compare_with_inductor, gather, measure_program, other_backends_of, training_step
 from explorer.view import ExplorerView
 
-_VALUE_OPTIONS = ("--backend", "--mode", "--repeats", "--kernels-for")
+_VALUE_OPTIONS = ("--backend", "--mode", "--repeats", "--kernels-for", "--compare", "-o", "--output")
+KNOWN_BACKENDS = ("cpp", "triton")
 
 
 class FcompileError(Exception):
-    """A cell %%fcompile could not compile or run: one short message, no traceback from the compiler."""
+    """A cell %%fcompile could not compile or run: one short message, no traceback from the compiler
+    (unless --debug asked for it: then the traceback follows the message)."""
+
+    def __init__(self, message: str, debug_traceback: str = ""):
+        super().__init__(message)
+        self.debug_traceback = debug_traceback
 
     def _render_traceback_(self) -> list[str]:  # IPython prints this instead of a traceback
-        return [f"FcompileError: {self}"]
+        lines = [f"FcompileError: {self}"]
+        if self.debug_traceback:
+            lines += ["", "--debug: the traceback behind it:", *self.debug_traceback.rstrip().splitlines()]
+        return lines
+
+
+@dataclass
+class CachedCell:
+    """What running a cell again with the same options reuses."""
+
+    scope: dict  # the namespace copy the cell function runs in
+    fn: Any  # the cell as a function
+    compiled: Any  # compiler_core.compile(fn)
+    view: Optional[ExplorerView] = None
+    view_signature: tuple = ()  # the inputs (shapes, dtypes) and graph count the view was measured on
 
 
 @magics_class
@@ -46,8 +72,8 @@ class FcompileMagics(Magics):
     def __init__(self, shell: Any):
         super().__init__(shell)
         self.last_view: Optional[ExplorerView] = None
-        # (code, backend, mode, inputs, carried) -> (globals, function, compiled): a cell run again reuses it.
-        self._compiled: dict[tuple, tuple[dict, Any, Any]] = {}
+        # cache_key(cell, options, versions) -> the compiled cell and its view: a cell run again reuses them.
+        self._compiled: dict[str, CachedCell] = {}
 
     @magic_arguments()
     @argument("--backend", choices=("auto", "cpp", "triton"), default="auto",
@@ -55,7 +81,19 @@ class FcompileMagics(Magics):
                    "auto (Triton for CUDA tensors, C++ otherwise). Default: auto.")
     @argument("--mode", choices=("default", "reduce-overhead", "max-autotune"), default="default",
               help="compile mode, as in compiler_core.compile. Default: default.")
+    @argument("--train", action="store_true",
+              help="a training step: the cell's floating-point input tensors require grad (on copies), and after "
+                   "the cell the sum of mean squares of its results is backpropagated through the compiled backward.")
+    @argument("--dynamic", action="store_true", help="compile with dynamic shapes (symbolic sizes), as "
+                                                    "compiler_core.compile(dynamic=True).")
+    @argument("--compare", choices=("inductor",), default=None,
+              help="also compile with torch.compile (Inductor): its kernels beside ours (Compare tab), timed too.")
     @argument("--no-view", action="store_true", help="run compiled, but do not time it or show the explorer.")
+    @argument("--force", action="store_true",
+              help="compile and measure afresh, ignoring the cache of this cell (same text and options).")
+    @argument("--debug", action="store_true", help="on an error, show the compiler's traceback after the message.")
+    @argument("-o", "--output", default=None, metavar="VAR",
+              help="store the CompileSession in the notebook variable VAR (stages, kernels, breaks, recompiles).")
     @argument("--repeats", type=int, default=5, help="timed runs of eager and compiled for the view. Default: 5.")
     @argument("--kernels-for", default=None, metavar="BACKENDS",
               help="comma-separated backends whose kernel source the view shows, e.g. cpp,triton "
@@ -66,72 +104,94 @@ class FcompileMagics(Magics):
 
         Cell magic (the usual form)::
 
-            %%fcompile [--backend cpp|triton|auto] [--no-view] [--repeats N] [--kernels-for cpp,triton]
+            %%fcompile [--backend cpp|triton|auto] [--mode M] [--train] [--dynamic] [--compare inductor]
+                       [--no-view] [--force] [--debug] [-o VAR] [--repeats N] [--kernels-for cpp,triton]
             y = torch.nn.functional.gelu(x @ w)
             y.mean()
 
         Names the cell assigns stay defined in the notebook; the value of the last expression is the
-        cell's result, with the explorer (graph, fusion, kernels, timing, summary) shown below it.
-        Line magic: ``%fcompile [options] y = torch.relu(x)`` compiles one statement.
+        cell's result, with the explorer (capture, graph, fusion, kernels, compare, memory, roofline,
+        timing, summary) shown below it. Running the cell again with the same text and options reuses
+        its compilation and view (`--force` redoes both). Line magic: ``%fcompile [options] y = torch.relu(x)``
+        compiles one statement.
         """
         options, code = _split_options(line) if cell is None else (line, cell)
         args = parse_argstring(self.fcompile, options)
+        _check_options(args)
         if not code.strip():
             raise FcompileError("nothing to compile: put the code in the cell below %%fcompile "
                                 "(or after the options of %fcompile)")
         ns = self.shell.user_ns
-        program, fn, compiled = self._compile(code, args, ns)
+        program, entry = self._compile(code, args, ns)
+        fn, compiled = entry.fn, entry.compiled
         values = [ns[name] for name in program.inputs + program.carried]
+        if args.train:  # leaves that require grad, so the backward reaches the inputs too
+            values = [v.detach().requires_grad_(v.is_floating_point()) if isinstance(v, torch.Tensor) else v
+                      for v in values]
         try:
             with _quiet_fake_tensor_log():
                 value, outputs = compiled(*values)
+                if args.train:
+                    loss = training_loss((value, outputs))
+                    if loss is not None:
+                        loss.backward()
         except cc.CompileError as exc:
-            raise FcompileError(str(exc)) from None
+            raise FcompileError(str(exc), _debug_text(exc, args)) from None
         except Exception as exc:  # noqa: BLE001 - reported in one line, where in the cell it happened
-            raise FcompileError(_describe_failure(exc, program, fn.__code__.co_filename)) from None
+            message = _describe_failure(exc, program, fn.__code__.co_filename)
+            raise FcompileError(message, _debug_text(exc, args)) from None
         for name, result in zip(program.outputs, outputs):
             if result is not UNSET:
                 ns[name] = result
+        if args.output:
+            ns[args.output] = compiled.session
+        if args.debug:
+            for record in compiled.session.all_records():
+                if record.error_traceback:
+                    print(f"(--debug: graph {record.captured.index} fell back to eager; the compiler's traceback)\n"
+                          f"{record.error_traceback}")
         if not args.no_view:
-            self._show_view_after_cell(fn, compiled, program, values, args)
+            self._show_view_after_cell(entry, program, values, args)
         return value
 
-    def _compile(self, code: str, args: Any, ns: dict) -> tuple[CellProgram, Any, Any]:
+    def _compile(self, code: str, args: Any, ns: dict) -> tuple[CellProgram, CachedCell]:
         # The file name names the cell's text, so tracebacks and graph breaks say "<fcompile cell 1a2b3c4d>".
         filename = f"<fcompile cell {hashlib.sha1(code.encode()).hexdigest()[:8]}>"
         try:
             program = cell_program(self.shell.transform_cell(code), ns, filename)
         except CellError as exc:
             raise FcompileError(str(exc)) from None
-        key = (code, args.backend, args.mode, program.inputs, program.carried)
-        if key in self._compiled:
-            scope, fn, compiled = self._compiled[key]
-            scope.update(ns)  # globals the cell reads may have changed; Dynamo's guards notice and recompile
-            return program, fn, compiled
+        key = cache_key(code, args, program)
+        if key in self._compiled and not args.force:
+            entry = self._compiled[key]
+            entry.scope.update(ns)  # globals the cell reads may have changed; Dynamo's guards notice and recompile
+            return program, entry
         scope = {**ns, UNSET_NAME: UNSET}
         exec(program.code, scope)  # defines the cell function in a copy of the notebook namespace
         fn = scope.pop(FUNCTION_NAME)
         fn.__qualname__ = fn.__name__ = "cell"
         try:
-            compiled = cc.compile(fn, backend=args.backend, mode=args.mode)
+            compiled = cc.compile(fn, backend=args.backend, mode=args.mode, dynamic=args.dynamic)
         except cc.CompileError as exc:
-            raise FcompileError(str(exc)) from None
-        self._compiled[key] = (scope, fn, compiled)
-        return program, fn, compiled
+            raise FcompileError(str(exc), _debug_text(exc, args)) from None
+        entry = self._compiled[key] = CachedCell(scope, fn, compiled)
+        return program, entry
 
-    def _show_view_after_cell(self, fn: Any, compiled: Any, program: CellProgram, values: list, args: Any) -> None:
-        try:
-            # Time on copies: a cell that updates its inputs in place must not change the notebook's tensors.
-            copies = tuple(v.clone() if isinstance(v, torch.Tensor) else v for v in values)
-            kernels_for = tuple(b.strip() for b in args.kernels_for.split(",")) if args.kernels_for else ()
-            with contextlib.redirect_stdout(io.StringIO()):  # the cell's prints, once per extra run
-                timing, measured = (measure_program(fn, compiled, copies, compiled.session, args.repeats)
-                                    if args.repeats else (None, None))
-                other = other_backends_of(fn, copies, compiled.session, kernels_for, args.mode)
-            view = ExplorerView(gather(compiled.session, "this cell", timing, other, measured=measured))
-        except Exception as exc:  # noqa: BLE001 - the cell's results are in; the view is a bonus
-            print(f"(%%fcompile: the cell ran compiled, but its view failed: {type(exc).__name__}: {exc})")
-            return
+    def _show_view_after_cell(self, entry: CachedCell, program: CellProgram, values: list, args: Any) -> None:
+        fn, compiled = entry.fn, entry.compiled
+        signature = _view_signature(values, compiled.session)
+        view = entry.view if entry.view is not None and entry.view_signature == signature else None
+        if view is None:
+            try:
+                # Timing a training step runs backward many times: the notebook's gradients stay as the cell left them.
+                with _gradients_kept(entry.scope.values()):
+                    view = self._measure_view(fn, compiled, values, args)
+            except Exception as exc:  # noqa: BLE001 - the cell's results are in; the view is a bonus
+                print(f"(%%fcompile: the cell ran compiled, but its view failed: {type(exc).__name__}: {exc})")
+                if args.debug:
+                    print(traceback.format_exc())
+                return
+            entry.view, entry.view_signature = view, signature
         self.last_view = view
         events = self.shell.events
 
@@ -141,6 +201,89 @@ class FcompileMagics(Magics):
             display(view)
 
         events.register("post_execute", show)
+
+    def _measure_view(self, fn: Any, compiled: Any, values: list, args: Any) -> ExplorerView:
+        # Time on copies: a cell that updates its inputs in place must not change the notebook's tensors.
+        copies = tuple(v.detach().clone().requires_grad_(v.requires_grad) if isinstance(v, torch.Tensor) else v
+                       for v in values)
+        kernels_for = tuple(b.strip() for b in args.kernels_for.split(",")) if args.kernels_for else ()
+        eager, ours = fn, compiled
+        if args.train:
+            eager, ours = training_step(eager), training_step(ours)
+        inductor, others = None, {}
+        with contextlib.redirect_stdout(io.StringIO()):  # the cell's prints, once per extra run
+            if args.compare == "inductor":
+                inductor, run = compare_with_inductor(fn, copies, args.mode, args.train, args.repeats)
+                if run is not None:
+                    others["inductor"] = run
+            timing, measured = (measure_program(eager, ours, copies, compiled.session, args.repeats, others)
+                                if args.repeats else (None, None))
+            other = other_backends_of(fn, copies, compiled.session, kernels_for, args.mode)
+        return ExplorerView(gather(compiled.session, "this cell", timing, other, train=args.train,
+                                   measured=measured, inductor=inductor))
+
+
+def cache_key(code: str, args: Any, program: CellProgram) -> str:
+    """sha256 of the cell, the options that change what is compiled or shown, and the versions."""
+    options = (args.backend, args.mode, args.train, args.dynamic, args.compare, args.repeats, args.kernels_for)
+    text = repr((code, options, program.inputs, program.carried, _versions()))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _versions() -> tuple[str, ...]:
+    from importlib import metadata
+
+    try:
+        ours = metadata.version("fcompile")
+    except metadata.PackageNotFoundError:
+        ours = "unknown"
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except Exception:  # noqa: BLE001 - Triton is optional on CPU
+        triton_version = "none"
+    return (ours, torch.__version__, triton_version, platform.python_version())
+
+
+def _view_signature(values: list, session: Any) -> tuple:
+    """A view stays valid while the inputs keep their shapes and dtypes and nothing recompiled."""
+    metas = tuple((tuple(v.shape), str(v.dtype), str(v.device)) if isinstance(v, torch.Tensor) else type(v).__name__
+                  for v in values)
+    return metas, len(session.graphs), len(session.recompiles)
+
+
+@contextlib.contextmanager
+def _gradients_kept(values: Any) -> Iterator[None]:
+    """Restore the .grad of every parameter of the modules (and every leaf tensor) among `values`."""
+    leaves: dict[int, torch.Tensor] = {}
+    for value in list(values):
+        if isinstance(value, torch.nn.Module):
+            leaves.update((id(p), p) for p in value.parameters())
+        elif isinstance(value, torch.Tensor) and value.requires_grad and value.is_leaf:
+            leaves[id(value)] = value
+    saved = [(t, None if t.grad is None else t.grad.clone()) for t in leaves.values()]
+    try:
+        yield
+    finally:
+        for tensor, grad in saved:
+            tensor.grad = grad
+
+
+def _check_options(args: Any) -> None:
+    if args.output is not None and (not args.output.isidentifier() or keyword.iskeyword(args.output)):
+        raise FcompileError(f"-o {args.output}: give a Python name to store the session under, e.g. -o session")
+    if args.repeats < 0:
+        raise FcompileError(f"--repeats {args.repeats}: give 0 (do not time) or a positive number of timed runs")
+    if args.kernels_for:
+        unknown = [b.strip() for b in args.kernels_for.split(",") if b.strip() not in KNOWN_BACKENDS]
+        if unknown:
+            raise FcompileError(f"--kernels-for {args.kernels_for}: unknown backend {', '.join(unknown)}; "
+                                f"use {' or '.join(KNOWN_BACKENDS)}, comma-separated")
+
+
+def _debug_text(exc: BaseException, args: Any) -> str:
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__)) if args.debug else ""
 
 
 @contextlib.contextmanager

@@ -5,7 +5,8 @@
     view.to_html("out.html")  # standalone page, no kernel or network needed
 
 Each tab's HTML is rendered once and shared by the widget and the static fallback, so the two always
-show the same thing.
+show the same thing. The widget adds what needs a kernel: a zoom control on the graph pictures and a
+search over nodes and kernels (`view.search("attn")` is the same search, as data).
 """
 
 from __future__ import annotations
@@ -15,8 +16,14 @@ from pathlib import Path
 from typing import Any
 
 from explorer.exploration import Exploration
-from explorer.render.html import esc, panel, plural, tabbed, write_page
+from explorer.hierarchy import graph_tree
+from explorer.render.html import Markup, esc, panel, plural, tabbed, table, write_page
+from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
+from explorer.views.fusion import kernel_tree
+
+ZOOMS = {"50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
+ZOOMED_TABS = ("Graph", "Fusion")
 
 
 class ExplorerView:
@@ -45,18 +52,73 @@ class ExplorerView:
         return f"{exp.title}: {plural(stats['graphs'], 'graph')}, {kernels}{breaks}{fallback}{speed}"
 
     def html(self) -> str:
-        """The static fragment: every tab, switchable with CSS only."""
+        """The static fragment: every tab a <details> element, styled inline (no <style>, no script)."""
         return tabbed(esc(self.headline()), self.sections)
 
     def to_html(self, path: str | Path) -> Path:
-        """Write a standalone HTML page (inline SVG and CSS, no scripts) and return its path."""
+        """Write a standalone HTML page (inline styles, pictures as data URIs, no scripts) and return its path."""
         return write_page(path, f"{self.exploration.title}: compiler explorer", self.html())
+
+    def search(self, query: str) -> list[tuple[str, str, object]]:
+        """(graph, "node" or "kernel", item) for every FX node and kernel whose name, op, module path or
+        kernel contains `query` (case-insensitive)."""
+        found = []
+        for record in self.session.all_records():
+            where = f"graph {record.captured.index}" + (" (backward)" if record.part == "backward" else "")
+            if record.part != "backward":
+                found += [(where, "node", n) for n in graph_tree(record.captured.graph_module.graph).find(query)]
+            if record.prims is not None and record.schedule is not None:
+                found += [(where, "kernel", k) for k in kernel_tree(record).find(query)]
+        return found
+
+    def search_html(self, query: str) -> str:
+        if not query.strip():
+            return ""
+        found = self.search(query)
+        if not found:
+            return f'<p class="fxe-note">Nothing matches {esc(query)}.</p>'
+        rows = [(where, kind, Markup(f"<code>{esc(item.name)}</code>"),
+                 getattr(item, "op", "") or getattr(item, "kind", ""), getattr(item, "module", "") or "-",
+                 getattr(item, "kernel", "") or ", ".join(o.name for o in getattr(item, "ops", ())))
+                for where, kind, item in found]
+        count = f"{len(found)} match" + ("" if len(found) == 1 else "es")
+        return f"<p>{count}</p>" + table(
+            ["graph", "what", "name", "op / kind", "module", "kernel / ops"], rows)
+
+    @cached_property
+    def controls(self) -> dict[tuple[str, str], Any]:
+        """(tab title, "zoom" | "search" | "results" | "body") -> widget, for tests and notebooks."""
+        _ = self.tab  # building the tab makes them
+        return self._controls
 
     @cached_property
     def tab(self) -> Any:
         import ipywidgets as widgets
 
-        tab = widgets.Tab(children=[widgets.HTML(panel(html)) for html in self.sections.values()])
+        self._controls: dict[tuple[str, str], Any] = {}
+        children = []
+        for title, html in self.sections.items():
+            body = widgets.HTML(panel(html))
+            self._controls[(title, "body")] = body
+            controls = []
+            if title in ZOOMED_TABS and 'class="fxe-pic"' in html:
+                zoom = widgets.ToggleButtons(options=list(ZOOMS), value="100%", description="zoom",
+                                             tooltips=["half size", "natural size", "double size"])
+                zoom.observe(lambda change, body=body, html=html: setattr(
+                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
+                self._controls[(title, "zoom")] = zoom
+                controls.append(zoom)
+            if title == "Graph":
+                search = widgets.Text(placeholder="search nodes and kernels: name, op or module",
+                                      description="search", continuous_update=False)
+                results = widgets.HTML()
+                search.observe(lambda change, results=results: setattr(
+                    results, "value", panel(self.search_html(change["new"]))), names="value")
+                self._controls[(title, "search")] = search
+                self._controls[(title, "results")] = results
+                controls += [search, results]
+            children.append(widgets.VBox(controls + [body]) if controls else body)
+        tab = widgets.Tab(children=children)
         tab.titles = self.tab_titles
         return tab
 

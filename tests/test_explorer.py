@@ -25,7 +25,7 @@ from explorer.report import ReportError, load_target
 from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TABS = ("Graph", "Fusion", "Kernels", "Memory", "Roofline", "Timing", "Summary")
+TABS = ("Capture", "Graph", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary")
 
 
 def softmax(x):
@@ -108,7 +108,7 @@ def test_mimebundle_carries_widget_and_static_html(softmax_view):
     bundle = softmax_view._repr_mimebundle_()
     assert WIDGET_VIEW in bundle
     static = bundle["text/html"]
-    assert "<svg" in static
+    assert "data:image/svg+xml;base64," in static
     text = page_text(static)
     for kernel in softmax_view.session.kernels:
         assert kernel.name in text
@@ -129,11 +129,12 @@ def test_kernels_tab_shows_both_backends(softmax_view):
 
 
 def test_fusion_and_timing_tabs_draw_pictures(softmax_view):
-    assert "<svg" in softmax_view.sections["Graph"]
-    assert "<svg" in softmax_view.sections["Timing"]  # the matplotlib plot
+    picture = 'class="fxe-pic"'
+    assert picture in softmax_view.sections["Graph"]
+    assert picture in softmax_view.sections["Timing"]  # the matplotlib plot
     record = softmax_view.session.graphs[0]
     if record.schedule is not None:
-        assert "<svg" in softmax_view.sections["Fusion"]
+        assert picture in softmax_view.sections["Fusion"]
         for group in record.schedule.groups:
             assert group.name in page_text(softmax_view.sections["Fusion"])
 
@@ -155,7 +156,7 @@ def test_to_html_is_standalone(softmax_view, tmp_path):
     path = softmax_view.to_html(tmp_path / "sub" / "softmax.html")
     page = Path(path).read_text()
     assert page.startswith("<!DOCTYPE html>")
-    assert "<svg" in page and "<style>" in page
+    assert "data:image/svg+xml;base64," in page and "<svg" not in page
     assert "<script" not in page and not re.search(r'(src|href)="(https?:)?//', page)  # nothing to fetch
     assert all(k.name in page_text(page) for k in softmax_view.session.kernels)
 
@@ -235,7 +236,7 @@ def test_report_command_writes_standalone_html(tmp_path):
                           cwd=REPO_ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     page = out.read_text()
-    assert "<svg" in page and "prog.py:fn" in page and "<script" not in page
+    assert "data:image/svg+xml;base64," in page and "prog.py:fn" in page and "<script" not in page
     assert "wrote" in proc.stderr
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+
 import pytest
 import torch
 from IPython.core.interactiveshell import InteractiveShell
@@ -40,11 +42,12 @@ def test_cell_names_stay_and_value_is_the_result(shell):
     torch.testing.assert_close(result.result, ns["y"].sum())
     # The explorer view is displayed after the cell's value, widget and static HTML together.
     shown = [o.data for o in captured.outputs if "ExplorerView" in o.data.get("text/plain", "")]
-    assert len(shown) == 1 and "<svg" in shown[0]["text/html"]
+    assert len(shown) == 1 and "data:image/svg+xml;base64," in shown[0]["text/html"]
     view = magics(shell).last_view
-    assert view.tab_titles == ("Graph", "Fusion", "Kernels", "Memory", "Roofline", "Timing", "Summary")
+    assert view.tab_titles == ("Capture", "Graph", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing",
+                               "Summary")
     assert "__fcompile_value" not in view.sections["Graph"]  # our helper names stay out of the user's graph
-    assert "<svg" in view.html()
+    assert "data:image/svg+xml;base64," in view.html()
 
 
 def test_no_view_and_no_value(shell):
@@ -62,7 +65,7 @@ def test_running_a_cell_again_reuses_its_compilation(shell):
     first = dict(magics(shell)._compiled)
     shell.run_cell("x = torch.randn(8, 32)")
     assert shell.run_cell(cell).success
-    assert magics(shell)._compiled == first
+    assert magics(shell)._compiled == first and len(first) == 1
     torch.testing.assert_close(shell.user_ns["q"], torch.sigmoid(shell.user_ns["x"]) * 3)
 
 
@@ -75,7 +78,8 @@ def test_line_magic(shell):
 def test_docs_show_the_cell_magic_and_its_options(shell):
     doc = shell.find_cell_magic("fcompile").__doc__
     assert "%%fcompile" in doc
-    for option in ("--backend", "--no-view", "--repeats", "--kernels-for"):
+    for option in ("--backend", "--mode", "--train", "--dynamic", "--compare", "--no-view", "--force", "--debug",
+                   "-o VAR", "--repeats", "--kernels-for"):
         assert option in doc
     with capture_output() as captured:
         shell.run_cell("%%fcompile?")
@@ -125,7 +129,103 @@ def test_a_training_cell_breaks_only_at_its_backward(shell):
     torch.testing.assert_close(result.result, expected)
     for p, q in zip(ns["model"].parameters(), ns["reference"].parameters()):
         torch.testing.assert_close(p.grad, q.grad)
-    (_, _, compiled), = magics(shell)._compiled.values()
+    entry, = magics(shell)._compiled.values()
+    compiled = entry.compiled
     breaks = compiled.session.breaks
     assert [(b.filename.startswith("<fcompile cell"), b.lineno) for b in breaks] == [(True, 2)], breaks
     assert compiled.session.recompiles == [] and compiled.session.stats["graphs"] == 1
+
+
+# ---- options: -o, --force and the cache, --debug, --train, --dynamic, --compare, bad options ----
+
+def test_output_stores_the_session_and_a_rerun_reuses_the_view(shell):
+    cell = "%%fcompile --repeats 1 --kernels-for cpp -o sess\nr = torch.tanh(x) * 2"
+    with capture_output():
+        assert shell.run_cell(cell).success
+    session = shell.user_ns["sess"]
+    assert session.stats["kernel_count"] >= 1 and session is magics(shell).last_view.session
+    first_view = magics(shell).last_view
+    shell.run_cell("x = torch.randn(8, 32)")  # new values, same shape: the cached compilation and view
+    with capture_output():
+        assert shell.run_cell(cell).success
+    assert magics(shell).last_view is first_view
+    torch.testing.assert_close(shell.user_ns["r"], torch.tanh(shell.user_ns["x"]) * 2)  # but values are new
+    with capture_output():
+        assert shell.run_cell(cell.replace("-o sess", "-o sess --force")).success
+    assert magics(shell).last_view is not first_view  # --force compiles and measures again
+    assert shell.user_ns["sess"] is not session
+
+
+def test_a_new_shape_recompiles_and_the_capture_tab_says_which_guard_failed(shell):
+    cell = "%%fcompile --repeats 0 --kernels-for cpp\nr = torch.relu(x) + 1"
+    with capture_output():
+        assert shell.run_cell(cell).success
+        first_view = magics(shell).last_view
+        shell.run_cell("x = torch.randn(5, 7)")
+        assert shell.run_cell(cell).success
+    view = magics(shell).last_view
+    assert view is not first_view and view.session.recompiles, "a new shape must recompile (dynamic=False)"
+    capture = view.sections["Capture"]
+    assert "the guard that failed" in capture
+    assert html.escape(view.session.recompiles[0].reason) in capture
+
+
+def test_debug_shows_the_traceback_and_plain_errors_do_not(shell):
+    bad = "q = x @ torch.ones(5, 5)\nq"
+    short = shell.run_cell(f"%%fcompile --no-view\n{bad}").error_in_exec
+    assert len(short._render_traceback_()) == 1
+    with capture_output():
+        result = shell.run_cell(f"%%fcompile --no-view --debug\n{bad}")
+    lines = result.error_in_exec._render_traceback_()
+    assert lines[0].startswith("FcompileError: line 1 of the cell raised RuntimeError")
+    assert any("Traceback (most recent call last)" in line for line in lines)
+
+
+@pytest.mark.parametrize("options, words", [
+    ("-o 1x", "give a Python name"),
+    ("--repeats -2", "give 0"),
+    ("--kernels-for cuda", "unknown backend cuda"),
+])
+def test_bad_options_give_a_short_error_with_a_hint(shell, options, words):
+    result = shell.run_cell(f"%%fcompile --no-view {options}\nz = x + 1")
+    assert isinstance(result.error_in_exec, FcompileError) and words in str(result.error_in_exec)
+    assert "z" not in shell.user_ns
+
+
+def test_train_compiles_the_backward_and_fills_gradients(shell):
+    shell.run_cell("torch.manual_seed(0)\nlin = torch.nn.Linear(32, 4)")
+    with capture_output():
+        result = shell.run_cell("%%fcompile --train --repeats 1 --kernels-for cpp -o s\nout = torch.tanh(lin(x))")
+    assert result.success, result.error_in_exec
+    ns = shell.user_ns
+    assert ns["s"].graphs[0].backward is not None  # the backward graph went through our compiler
+    expected = torch.nn.Linear(32, 4)
+    expected.load_state_dict(ns["lin"].state_dict())
+    torch.tanh(expected(ns["x"])).square().mean().backward()
+    torch.testing.assert_close(ns["lin"].weight.grad, expected.weight.grad)
+    assert magics(shell).last_view.exploration.train
+
+
+def test_dynamic_compiles_once_for_two_shapes(shell):
+    cell = "%%fcompile --no-view --dynamic -o s\nr = torch.sigmoid(x) * 2"
+    assert shell.run_cell(cell).success
+    shell.run_cell("x = torch.randn(5, 32)")
+    assert shell.run_cell(cell).success
+    torch.testing.assert_close(shell.user_ns["r"], torch.sigmoid(shell.user_ns["x"]) * 2)
+    assert shell.user_ns["s"].recompiles == []
+
+
+@pytest.mark.slow
+def test_compare_inductor_fills_the_compare_tab(shell):
+    with capture_output():
+        result = shell.run_cell("%%fcompile --compare inductor --repeats 2 --kernels-for cpp\n"
+                                "r = torch.softmax(x * 2, -1)")
+    assert result.success, result.error_in_exec
+    view = magics(shell).last_view
+    program = view.exploration.inductor
+    assert program is not None
+    if program.modules:  # a C++ compiler is there: Inductor's kernels are shown and it was timed
+        assert program.kernels and "inductor" in view.exploration.timing.samples
+        assert program.kernels[0].name in view.sections["Compare"]
+    else:
+        assert program.note in html.unescape(view.sections["Compare"])

@@ -1,20 +1,28 @@
-"""The explorer's measured views, without a browser: roofline points and ceilings, memory lifetimes,
-trustworthy timing (spread, contention, words), the smaller fixes, and the HTML export of all of them."""
+"""The explorer's views, without a browser: roofline points and ceilings, memory lifetimes, trustworthy
+timing (spread, contention, words), capture (breaks, guards, recompiles), the comparison with Inductor,
+a GPT-2 graph (speed, outline, search, zoom), and static HTML that survives an untrusted notebook."""
 
 from __future__ import annotations
 
+import base64
 import html
 import re
+import time
+from html.parser import HTMLParser
 
 import pytest
 import torch
 
 import compiler_core as cc
 from explorer import ceilings as ceilings_module
-from explorer import explore
+from explorer import comparing, explore
 from explorer.cell import cell_program
+from explorer.exploration import gather
 from explorer.measuring import Samples, TimingResult, compare_words, noise_reasons
 from explorer.profiling import steps_without_timing
+from explorer.views import capture
+from explorer.views.capture import capture_model
+from explorer.views.compare import compare_model
 from explorer.views.fusion import fx_names
 from explorer.views.memory import memory_model
 from explorer.views.roofline import roofline_model
@@ -74,7 +82,7 @@ def test_roofline_places_our_kernels_and_eager_ops(mm_view):
 def test_roofline_and_memory_views_render(mm_view):
     text = page_text(mm_view.sections["Roofline"])
     assert "GB/s" in text and "GFLOP/s" in text
-    assert "<svg" in mm_view.sections["Roofline"]
+    assert "data:image/svg+xml;base64," in mm_view.sections["Roofline"]
     assert "not measured" in page_text(mm_view.sections["Memory"])  # CPU: no allocator peak
 
 
@@ -208,7 +216,166 @@ def test_html_export_has_every_view_and_escapes_names(mm_view, tmp_path):
     view = explore(softmax, torch.randn(8, 16), repeats=2, kernels_for=(), title="<b>soft&max</b>")
     page = view.to_html(tmp_path / "r.html").read_text()
     for title in view.tab_titles:
-        assert f">{title}</label>" in page
+        assert re.search(rf"<summary[^>]*>{title}</summary>", page)
     assert "&lt;b&gt;soft&amp;max&lt;/b&gt;" in page and "<b>soft&max</b>" not in page
     assert "Rows are storages" in page and "Ceilings of this device" in page
     assert "<script" not in page
+
+
+# ---- capture, compare, large graphs, untrusted notebooks ----
+
+def test_capture_view_shows_breaks_guards_and_the_failed_guard_of_a_recompile():
+    def with_print(x):
+        y = torch.sin(x) * 2
+        print("break here")
+        return torch.cos(y) + 1
+
+    compiled = cc.compile(with_print)
+    compiled(torch.randn(8))
+    compiled(torch.randn(5, 3))  # a new shape: a guard fails, the code recompiles
+    session = compiled.session
+    model = capture_model(session)
+    assert model.breaks and model.breaks[0].line == 'print("break here")'
+    assert model.breaks[0].where.startswith(__file__)
+    assert model.recompiles and model.recompiles[0].failed_guard == session.recompiles[0].reason
+    assert any(g.guards for g in model.graphs) and all("def forward" in g.code for g in model.graphs)
+    text = page_text(capture.render(gather(session, "t", None)))
+    assert 'print("break here")' in text and "the guard that failed" in text
+    assert session.recompiles[0].reason in text
+    for guard in model.graphs[0].guards:
+        assert guard in text
+
+
+def test_compare_view_without_a_cpp_compiler_says_why(monkeypatch):
+    monkeypatch.setattr(comparing.shutil, "which", lambda name: None)
+    monkeypatch.delenv("CXX", raising=False)
+    view = explore(softmax, torch.randn(8, 16), repeats=0, kernels_for=(), compare="inductor")
+    assert "no C++ compiler was found" in page_text(view.sections["Compare"])
+    plain = explore(softmax, torch.randn(4, 8), repeats=0, kernels_for=())
+    assert "Not compared" in page_text(plain.sections["Compare"])
+
+
+@pytest.mark.slow
+def test_compare_view_puts_inductors_kernels_beside_ours():
+    if comparing.missing_compiler(()):
+        pytest.skip("no C++ compiler: Inductor cannot run on CPU")
+    view = explore(layernorm_relu, torch.randn(32, 64), torch.randn(64), repeats=3, kernels_for=(),
+                   compare="inductor")
+    model = compare_model(view.exploration)
+    assert model.inductor and model.ours
+    assert all(k.backend == "cpp" and "kernel" in k.source for k in model.inductor)
+    rows = {what: (ours, theirs) for what, ours, theirs in model.rows}
+    assert rows["generated kernels"] == (str(len(view.session.kernels)), str(len(model.inductor)))
+    assert "ms" in rows["median time per call"][1]  # Inductor was timed beside ours
+    text = page_text(view.sections["Compare"])
+    for kernel in model.inductor + model.ours:
+        assert kernel.name in text and kernel.source.strip().splitlines()[0].strip() in text
+
+
+def layernorm_relu(x, w):
+    return torch.relu(torch.nn.functional.layer_norm(x, (x.shape[-1],), w)) * 2
+
+
+@pytest.fixture(scope="module")
+def gpt2_view():
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=97, n_positions=32)
+    model = transformers.GPT2LMHeadModel(config).eval()
+
+    def gpt2(ids):
+        return model(ids).logits
+
+    return explore(gpt2, torch.randint(0, 97, (1, 16)), repeats=0, kernels_for=(), title="gpt2<2 layers>")
+
+
+def test_a_gpt2_graph_renders_quickly_and_stays_navigable(gpt2_view):
+    start = time.perf_counter()
+    sections = gpt2_view.sections
+    static = gpt2_view.html()
+    seconds = time.perf_counter() - start
+    print(f"GPT-2 (2 layers) views rendered in {seconds:.2f} s")
+    assert seconds < 10, f"rendering took {seconds:.1f} s (target 5 s; measured about 2 s on an idle 2-core CPU)"
+    graph, fusion = sections["Graph"], sections["Fusion"]
+    assert "gpt2&lt;2 layers&gt;" in static and "gpt2<2" not in static  # the title is the user's: escaped
+    # Collapse and expand by module, then by kernel.
+    for module in ("transformer.h.0 (GPT2Block)", "transformer.h.1.attn (GPT2Attention)", "transformer.h.0.mlp"):
+        assert re.search(rf"<summary>{re.escape(module)}", graph), module
+    assert "<summary>kernels by module" in fusion
+    assert re.search(r"<summary>transformer\.h\.1\.mlp \(GPT2MLP\): \d+ kernel", fusion)
+    # The pictures keep their natural size, in a pane that scrolls.
+    widths = [int(w) for w in re.findall(r'<img class="fxe-pic"[^>]*? width="(\d+)"', fusion)]
+    assert widths and max(widths) > 1000
+    assert 'class="fxe-graph" style="overflow:auto' in static
+    # Search by name, op or module.
+    found = gpt2_view.search("c_attn")
+    assert {kind for _, kind, _ in found} == {"node", "kernel"}
+    for _, _, item in found:
+        modules = [getattr(item, "module", "")] + [o.module for o in getattr(item, "ops", ())]
+        assert "c_attn" in item.name or any("c_attn" in m for m in modules)
+    # The widget: zoom rescales the pictures, the search box lists matches.
+    zoom, body = gpt2_view.controls[("Fusion", "zoom")], gpt2_view.controls[("Fusion", "body")]
+    zoom.value = "50%"
+    half = [int(w) for w in re.findall(r'<img class="fxe-pic"[^>]*? width="(\d+)"', body.value)]
+    assert half == [round(w / 2) for w in widths]
+    gpt2_view.controls[("Graph", "search")].value = "ln_f"
+    assert "transformer.ln_f" in gpt2_view.controls[("Graph", "results")].value
+
+
+# An approximation of JupyterLab's sanitizer (packages/apputils/src/sanitizer.ts) for untrusted output:
+# tags and attributes outside its allow-lists are dropped, as are CSS properties it does not list.
+SANITIZER_TAGS = set("""a abbr b br caption code col colgroup dd del details div dl dt em h1 h2 h3 h4 h5 h6 hr i img
+    kbd li ol p pre s samp small span strong sub summary sup table tbody td tfoot th thead tr tt u ul""".split())
+SANITIZER_ATTRIBUTES = {"*": {"class", "dir", "id", "lang", "style", "title"}, "details": {"open"},
+                        "img": {"alt", "src", "width", "height"}, "a": {"href", "name", "target"},
+                        "td": {"colspan", "rowspan"}, "th": {"colspan", "rowspan"}}
+SANITIZER_STYLES = set("""background background-color border border-bottom border-collapse border-left border-radius
+    border-right border-top color cursor display font font-family font-size font-style font-weight height
+    line-height margin margin-bottom margin-left margin-right margin-top max-height max-width min-width overflow
+    overflow-x overflow-y padding padding-bottom padding-left padding-right padding-top table-layout text-align
+    vertical-align white-space width""".split())
+
+
+class Sanitizer(HTMLParser):
+    def __init__(self):
+        super().__init__(convert_charrefs=False)
+        self.removed: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        if tag not in SANITIZER_TAGS:
+            self.removed.append(f"<{tag}>")
+            return
+        for name, value in attrs:
+            if name not in SANITIZER_ATTRIBUTES["*"] | SANITIZER_ATTRIBUTES.get(tag, set()):
+                self.removed.append(f"{tag}[{name}]")
+            elif name == "style":
+                for rule in filter(None, (r.strip() for r in value.split(";"))):
+                    prop = rule.split(":", 1)[0].strip()
+                    if prop not in SANITIZER_STYLES:
+                        self.removed.append(f"{tag} style {prop}")
+
+
+def test_static_html_survives_an_untrusted_notebook(mm_view):
+    def with_print(x):
+        y = torch.sin(x)
+        print("break")
+        return torch.cos(y)
+
+    views = [mm_view, explore(with_print, torch.randn(8), repeats=1, kernels_for=("cpp", "triton"))]
+    for view in views:
+        static = view._repr_mimebundle_()["text/html"]
+        assert "<script" not in static and "<style" not in static and "<svg" not in static
+        sanitizer = Sanitizer()
+        sanitizer.feed(static)
+        assert sanitizer.removed == [], sorted(set(sanitizer.removed))[:20]
+        # Tabs are <details>, the first open: no stylesheet needed to switch them.
+        for title in view.tab_titles:
+            assert re.search(rf'<details class="fxe-tab"[^>]*><summary[^>]*>{title}</summary>', static), title
+        # Pictures are <img> data URIs of SVG.
+        pictures = re.findall(r'<img class="fxe-pic"[^>]*src="data:image/svg\+xml;base64,([^"]+)"', static)
+        assert len(pictures) >= 3 and static.count("<img") == len(pictures)
+        assert all(base64.b64decode(p).startswith(b"<svg") for p in pictures)
+        # Code scrolls inside its pane instead of wrapping or overflowing the page.
+        for pre in re.findall(r"<pre\b[^>]*>", static):
+            assert "white-space:pre" in pre and "overflow:auto" in pre, pre

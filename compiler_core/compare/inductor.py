@@ -5,14 +5,18 @@ explicitly: on torch 2.13 `torch._inductor.compile_fx` is not an attribute after
 
     from compiler_core.compare.inductor import compile_with_inductor
     fast = compile_with_inductor(fn)          # torch.compile(fn, backend="inductor"), on a private copy of fn
+    with inductor_output_code() as modules:   # the Python module Inductor generates per graph, as text
+        fast(x)
 """
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import os
 import tempfile
 import types
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -65,6 +69,39 @@ def inductor_kernels(fn: Callable, *args: Any) -> tuple[Any, tuple[str, ...]]:
     out, sources = run_and_get_code(compile_with_inductor(fn), *args)
     names = re.findall(r"\b(cpp_fused_\w+|triton_(?:poi|per|red|tem)_\w+)\b", "\n".join(sources))
     return out, tuple(dict.fromkeys(names))
+
+
+@contextlib.contextmanager
+def inductor_output_code() -> Iterator[list[str]]:
+    """Collect the output code (wrapper and kernels, one Python module per graph) Inductor generates
+    or loads from its cache inside the block.
+
+    Reads Inductor's `output_code` artifact log: DEBUG records "Output code: ..." on its own logger,
+    enabled here only, not propagated (nothing is printed), and restored afterwards.
+    """
+    import torch._inductor.codecache as codecache
+
+    logger = getattr(codecache, "output_code_log", None) or logging.getLogger(
+        "torch._inductor.codecache.__output_code")
+    modules: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            message = record.getMessage()
+            if message.startswith("Output code:"):
+                modules.append(message.split("\n", 1)[1] if "\n" in message else "")
+
+    handler = Collect(logging.DEBUG)
+    saved = (logger.level, logger.propagate, logger.disabled)
+    logger.addHandler(handler)
+    logger.setLevel(logging.DEBUG)
+    logger.propagate, logger.disabled = False, False
+    try:
+        yield modules
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate, logger.disabled = saved[1], saved[2]
 
 
 def inductor_versions() -> dict[str, Any]:

@@ -1,43 +1,48 @@
-"""Static HTML: tables, tabbed fragments that need no JavaScript, and standalone pages.
+"""Static HTML: tables, tabbed fragments that need no JavaScript and no stylesheet, standalone pages.
 
-    fragment = tabbed("softmax", {"Graph": "<svg ...>", "Timing": "..."})
+    fragment = tabbed("softmax", {"Graph": "<img ...>", "Timing": "..."})
     write_page("report.html", "softmax", fragment)
 
-Tabs are radio buttons styled with CSS, so they switch in any browser without a kernel, without
-JavaScript and without network; where styles are stripped (GitHub) every panel simply shows in turn.
+Everything that matters for reading is in inline `style=` attributes (`inline_styles`), tabs are
+`<details>` elements and pictures are `<img>` data URIs: JupyterLab strips `<style>`, `<script>` and
+inline `<svg>` from the HTML output of an untrusted notebook (and GitHub does the same), but keeps
+these. The inline styles use only properties JupyterLab's sanitizer allows.
 """
 
 from __future__ import annotations
 
 import html
-import uuid
+import re
 from pathlib import Path
 from typing import Iterable, Sequence
 
-# Scoped to .fxe so the styles never leak into the notebook around a view.
-CSS = """
-.fxe { font-family: -apple-system, "Segoe UI", Helvetica, Arial, sans-serif; font-size: 13px; color: #202124;
-  line-height: 1.4; white-space: normal; }
-.fxe h3 { font-size: 15px; margin: 14px 0 6px; }
-.fxe h4 { font-size: 13px; margin: 12px 0 4px; font-family: monospace; }
-.fxe table { border-collapse: collapse; margin: 6px 0 10px; }
-.fxe th, .fxe td { border: 1px solid #dadce0; padding: 3px 8px; text-align: left; vertical-align: top; }
-.fxe th { background: #f1f3f4; }
-.fxe td.num { text-align: right; font-variant-numeric: tabular-nums; }
-.fxe .fxe-head { font-weight: 600; margin: 4px 0 8px; }
-.fxe .fxe-note { color: #5f6368; }
-.fxe .fxe-bad { color: #b3261e; }
-.fxe .fxe-good { color: #137333; }
-.fxe .fxe-graph { overflow: auto; max-height: 720px; border: 1px solid #eee; padding: 4px; }
-.fxe .fxe-code pre { overflow: auto; max-height: 600px; font-size: 12px; line-height: 1.35; }
-.fxe pre { white-space: pre; }
-.fxe details { margin: 6px 0; }
-.fxe summary { cursor: pointer; color: #1a73e8; }
-.fxe > input.fxe-tab { display: none; }
-.fxe > label.fxe-tab { display: inline-block; padding: 5px 14px; border: 1px solid #dadce0;
-  border-bottom: none; border-radius: 6px 6px 0 0; background: #f1f3f4; cursor: pointer; margin-right: 2px; }
-.fxe > .fxe-panel { border-top: 1px solid #dadce0; padding: 6px 2px; }
-"""
+FONT = "font-family:Helvetica, Arial, sans-serif;font-size:13px;color:#202124;line-height:1.4"
+CELL = "border:1px solid #dadce0;padding:3px 8px;text-align:left;vertical-align:top"
+# Inline styles by tag, then by class (a class's style is applied after its tag's, so it wins).
+TAG_STYLES = {
+    "table": "border-collapse:collapse;margin:6px 0 10px",
+    "th": CELL + ";background-color:#f1f3f4",
+    "td": CELL,
+    "pre": "white-space:pre;overflow:auto;max-height:600px;font-size:12px;line-height:1.35;margin:0",
+    "details": "margin:6px 0",
+    "summary": "cursor:pointer;color:#1a73e8",
+    "h3": "font-size:15px;margin:14px 0 6px",
+    "h4": "font-size:13px;margin:12px 0 4px;font-family:monospace",
+}
+CLASS_STYLES = {
+    "fxe": FONT,
+    "fxe-head": "font-weight:600;margin:4px 0 8px",
+    "fxe-note": "color:#5f6368",
+    "fxe-bad": "color:#b3261e",
+    "fxe-good": "color:#137333",
+    "num": "text-align:right",
+    # Graphs keep their natural size and scroll inside this pane; long code lines scroll in theirs.
+    "fxe-graph": "overflow:auto;max-height:720px;border:1px solid #eee;padding:4px",
+    "fxe-code": "overflow:auto;max-width:100%",
+    "fxe-tab": "border:1px solid #dadce0;border-radius:6px;padding:2px 8px;margin:4px 0",
+    "fxe-tab-title": "cursor:pointer;color:#202124;font-weight:600;font-size:14px;padding:4px 0",
+    "fxe-side": "vertical-align:top;width:50%;border:1px solid #dadce0;padding:3px 8px",
+}
 
 
 def esc(value: object) -> str:
@@ -81,27 +86,43 @@ def message(text: str, css_class: str = "fxe-bad") -> str:
 
 
 def panel(body_html: str) -> str:
-    """One view's HTML wrapped with the styles it needs: used alone inside a widget tab."""
-    return f'<div class="fxe"><style>{CSS}</style>{body_html}</div>'
+    """One view's HTML, styled inline: used alone inside a widget tab."""
+    return inline_styles(f'<div class="fxe">{body_html}</div>')
 
 
 def tabbed(headline_html: str, sections: dict[str, str]) -> str:
-    """A self-contained HTML fragment with one CSS-only tab per section; the first is selected."""
-    uid = f"fxe{uuid.uuid4().hex[:10]}"
-    inputs, labels, panels, rules = [], [], [], []
-    for i, (title, body) in enumerate(sections.items()):
-        tab_id = f"{uid}-{i}"
-        checked = " checked" if i == 0 else ""
-        inputs.append(f'<input class="fxe-tab" type="radio" name="{uid}" id="{tab_id}"{checked}>')
-        labels.append(f'<label class="fxe-tab" for="{tab_id}">{esc(title)}</label>')
-        panels.append(f'<div class="fxe-panel {tab_id}"><h2 class="fxe-title">{esc(title)}</h2>{body}</div>')
-        rules.append(f"#{tab_id}:checked ~ .{tab_id} {{ display: block; }}"
-                     f" #{tab_id}:checked ~ label[for=\"{tab_id}\"] {{ background: #fff; font-weight: 600; }}")
-    # Panels hide only when this style applies; the per-tab rules show the checked one.
-    style = (f"<style>{CSS} #{uid} > .fxe-panel {{ display: none; }} #{uid} .fxe-title {{ display: none; }} "
-             + " ".join(rules) + "</style>")
-    return (f'<div class="fxe" id="{uid}">{style}<div class="fxe-head">{headline_html}</div>'
-            + "".join(inputs) + "".join(labels) + "".join(panels) + "</div>")
+    """A self-contained HTML fragment, one <details> per section (the first open): tabs that open and
+    close without JavaScript or a stylesheet, and read in turn where neither runs."""
+    panels = [f'<details class="fxe-tab"{" open" if i == 0 else ""}><summary class="fxe-tab-title">{esc(title)}'
+              f"</summary>{body}</details>" for i, (title, body) in enumerate(sections.items())]
+    return inline_styles(f'<div class="fxe"><div class="fxe-head">{headline_html}</div>{"".join(panels)}</div>')
+
+
+_TAG = re.compile(r"<([a-z][a-z0-9]*)\b([^<>]*)>")
+_CLASS = re.compile(r'\sclass="([^"]*)"')
+_STYLE = re.compile(r'\sstyle="([^"]*)"')
+
+
+def inline_styles(markup: str) -> str:
+    """Add the style of each element's tag and classes (TAG_STYLES, CLASS_STYLES) to its `style=`
+    attribute; a style the element already has comes last and wins. Our own markup only: tags
+    written as `<tag attr="...">`."""
+    def style(match: re.Match) -> str:
+        tag, attrs = match.group(1), match.group(2)
+        found = _CLASS.search(attrs)
+        rules = [TAG_STYLES.get(tag, "")] + [CLASS_STYLES.get(c, "") for c in (found.group(1).split() if found else ())]
+        added = ";".join(r for r in rules if r)
+        if not added:
+            return match.group(0)
+        own = _STYLE.search(attrs)
+        if own:
+            attrs = attrs[:own.start()] + attrs[own.end():]
+            added = f"{added};{own.group(1)}"
+        closing = "/" if attrs.endswith("/") else ""
+        attrs = attrs[:-1] if closing else attrs
+        return f'<{tag}{attrs} style="{added}"{closing}>'
+
+    return _TAG.sub(style, markup)
 
 
 def page(title: str, body_html: str) -> str:

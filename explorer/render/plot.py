@@ -1,4 +1,4 @@
-"""Matplotlib figures -> inline SVG markup, without pyplot (no global state, no GUI backend).
+"""Matplotlib figures -> SVG pictures (image data URIs), without pyplot (no global state, no GUI backend).
 
     fig = new_figure(6, 2.5)
     ax = fig.add_subplot()
@@ -14,7 +14,7 @@ import matplotlib
 from matplotlib.backends.backend_svg import FigureCanvasSVG
 from matplotlib.figure import Figure
 
-from explorer.render.svg import inline_svg
+from explorer.render.svg import svg_image
 
 
 def new_figure(width_in: float, height_in: float) -> Figure:
@@ -23,9 +23,10 @@ def new_figure(width_in: float, height_in: float) -> Figure:
     return fig
 
 
-def figure_to_svg(fig: Figure) -> str:
+def figure_to_svg(fig: Figure, alt: str = "plot") -> str:
+    """An <img> of the figure that shrinks to its container (see render/svg.py for why not inline <svg>)."""
     buffer = io.StringIO()
     # A fixed salt makes SVG ids depend only on content: reports are reproducible from run to run.
     with matplotlib.rc_context({"svg.hashsalt": "fcompile-explorer"}):
         fig.savefig(buffer, format="svg", metadata={"Date": None})
-    return inline_svg(buffer.getvalue())
+    return svg_image(buffer.getvalue(), alt=alt, fit=True)

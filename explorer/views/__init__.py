@@ -3,13 +3,15 @@
     for title, render in VIEWS: html = render(exploration)
 """
 
-from explorer.views import fusion, graph, kernels, memory, roofline, summary, timing
+from explorer.views import capture, compare, fusion, graph, kernels, memory, roofline, summary, timing
 
 # Tab order: from what was captured, to what it became, to what it costs.
 VIEWS = (
+    ("Capture", capture.render),
     ("Graph", graph.render),
     ("Fusion", fusion.render),
     ("Kernels", kernels.render),
+    ("Compare", compare.render),
     ("Memory", memory.render),
     ("Roofline", roofline.render),
     ("Timing", timing.render),

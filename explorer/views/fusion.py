@@ -6,9 +6,12 @@ computes, so each kernel can be drawn as a cluster around its source ops.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from compiler_core.analysis.dot import fx_graph_to_dot
 from compiler_core.session import GraphRecord
 from explorer.exploration import Exploration
+from explorer.hierarchy import ModuleGroup, NodeRow, module_tree, node_rows
 from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
 from explorer.render.svg import dot_to_svg
@@ -44,7 +47,13 @@ def render_record(record: GraphRecord, title: str) -> str:
     parts = [
         f"<p>{plural(schedule.kernel_count, 'kernel')}{copy_note} from {plural(len(record.loops.nodes), 'loop node')}. "
         "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
-        f'<div class="fxe-graph">{dot_to_svg(dot)}</div>',
+        f'<div class="fxe-graph">{dot_to_svg(dot, alt=title)}</div>',
+    ]
+    tree = kernel_tree(record)
+    if tree.children:
+        parts.append(details(f"kernels by module ({plural(len(schedule.groups), 'kernel')}; expand a module, then a "
+                             "kernel, to see its ops)", kernel_outline_html(tree), open_=True))
+    parts += [
         table(["kernel", "kind", "loop nodes", "computes (FX nodes)", "writes to memory", "kept in registers"],
               rows, numeric=(2,)),
     ]
@@ -62,6 +71,56 @@ def render_record(record: GraphRecord, title: str) -> str:
         memory = record.memory
         parts.append(details(f"memory plan: peak {memory.peak_bytes_planned:,} bytes planned, "
                              f"{memory.peak_bytes_unplanned:,} without reuse", f"<pre>{esc(memory.pretty())}</pre>"))
+    return "".join(parts)
+
+
+@dataclass(frozen=True)
+class KernelItem:
+    """One kernel (fusion group) in the module outline, with the primitive ops it computes."""
+
+    name: str
+    kind: str
+    ops: tuple[NodeRow, ...]
+
+    def matches(self, query: str) -> bool:
+        return query.lower() in self.name.lower() or any(op.matches(query) for op in self.ops)
+
+
+def kernel_tree(record: GraphRecord) -> ModuleGroup:
+    """Kernels placed in the innermost module that holds every op they compute."""
+    clusters, _ = kernel_clusters(record)
+    rows = {row.name: (row, stack) for row, stack in node_rows(record.prims.graph_module.graph, clusters,
+                                                                 record.prims.node_prims)}
+    items = []
+    for group in record.schedule.groups:
+        ops = [rows[o] for o in group.origins if o in rows]
+        items.append((KernelItem(group.name, group_kind(record, group), tuple(r for r, _ in ops)),
+                      _common_prefix([stack for _, stack in ops])))
+    return module_tree(items)
+
+
+def _common_prefix(stacks: list[tuple]) -> tuple:
+    if not stacks:
+        return ()
+    common = stacks[0]
+    for stack in stacks[1:]:
+        size = 0
+        while size < min(len(common), len(stack)) and common[size] == stack[size]:
+            size += 1
+        common = common[:size]
+    return common
+
+
+def kernel_outline_html(tree: ModuleGroup) -> str:
+    parts = []
+    for item in tree.items:
+        ops = table(["op", "primitive", "shape", "module"],
+                    [(Markup(f"<code>{esc(o.name)}</code>"), o.op, o.shape, o.module or "-") for o in item.ops])
+        parts.append(details(f"{item.name} ({item.kind}): {plural(len(item.ops), 'op')}", ops))
+    for child in tree.children:
+        parts.append(details(f"{child.path} ({child.type_name}): {plural(child.count(), 'kernel')}",
+                             f'<div style="margin-left:14px">{kernel_outline_html(child)}</div>',
+                             open_=tree.count() < 12))
     return "".join(parts)
 
 

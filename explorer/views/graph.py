@@ -1,11 +1,18 @@
-"""Graph view: each FX graph TorchDynamo captured, drawn, with its readable code underneath."""
+"""Graph view: each FX graph TorchDynamo captured, drawn with its nodes boxed by module, and as an
+outline by module hierarchy (collapsible, searchable) for graphs too large to read as a picture."""
 
 from __future__ import annotations
 
+from typing import Callable, Optional
+
+from compiler_core.analysis.dot import fx_graph_to_dot
 from explorer.exploration import Exploration
+from explorer.hierarchy import ModuleGroup, graph_tree, module_clusters
 from explorer.render.code import highlight_code
-from explorer.render.html import details, esc, plural
+from explorer.render.html import Markup, details, esc, plural, table
 from explorer.render.svg import dot_to_svg
+
+OPEN_BELOW = 40  # outlines of graphs with fewer nodes start open
 
 
 def render(exp: Exploration) -> str:
@@ -15,19 +22,44 @@ def render(exp: Exploration) -> str:
     parts = []
     if len(session.graphs) > 1:
         parts.append(f'<p class="fxe-note">Graph breaks split the program into {len(session.graphs)} graphs; '
-                     "the Summary tab says where and why.</p>")
+                     "the Capture tab says where and why.</p>")
     for record in session.graphs:
         captured = record.captured
-        inputs = "".join(f"<li><code>{esc(i)}</code></li>" for i in captured.inputs)
-        parts.append(f"<h3>Captured graph {captured.index}: {plural(captured.op_count, 'op')}</h3><ul>{inputs}</ul>")
-        parts.append(f'<div class="fxe-graph">{dot_to_svg(captured.to_dot())}</div>')
-        code = captured.graph_module.print_readable(print_output=False)
-        parts.append(details("the graph as Python (FX GraphModule)", highlight_code(code, "python")))
-        if captured.guards:
-            parts.append(details(f"{len(captured.guards)} guards (when this graph is reused)",
-                                 f"<pre>{esc(chr(10).join(captured.guards))}</pre>"))
+        graph = captured.graph_module.graph
+        parts.append(f"<h3>Captured graph {captured.index}: {plural(captured.op_count, 'op')}</h3>")
+        clusters = module_clusters(graph)
+        title = f"captured graph {captured.index}" + ("; boxes: modules" if clusters else "")
+        parts.append(picture_pane(fx_graph_to_dot(graph, title, clusters=clusters), title))
+        tree = graph_tree(graph)
+        if tree.children:
+            parts.append(details(f"outline by module ({plural(tree.count(), 'op')}; expand a module to see its "
+                                 "ops; your browser's find searches it)", outline_html(tree), open_=True))
         if record.prims is not None:
-            parts.append(details("after decomposition into primitives (ATen)",
-                                 f'<div class="fxe-graph">{dot_to_svg(record.prims.to_dot())}</div>'
-                                 + highlight_code(record.prims.pretty(), "python")))
+            # Drawn once, in the Fusion tab, boxed by kernel (unboxed, dot takes seconds on a GPT-2 block).
+            parts.append(details("after decomposition into primitives (ATen; the Fusion tab draws this graph)",
+                                 highlight_code(record.prims.pretty(), "python")))
     return "".join(parts)
+
+
+def picture_pane(dot: str, alt: str) -> str:
+    """The graph at its natural size, scrolling inside a pane (the widget adds a zoom control)."""
+    return f'<div class="fxe-graph">{dot_to_svg(dot, alt=alt)}</div>'
+
+
+def outline_html(tree: ModuleGroup, rows: Optional[Callable[[list], str]] = None, depth: int = 0) -> str:
+    """Nested <details>, one per module (its type and how many items it holds), items as a table."""
+    rows = rows or node_table
+    parts = [rows(tree.items)] if tree.items else []
+    for child in tree.children:
+        summary = f"{child.path} ({child.type_name}): {plural(child.count(), 'op')}"
+        parts.append(details(summary, f'<div style="margin-left:14px">{outline_html(child, rows, depth + 1)}</div>',
+                             open_=tree.count() < OPEN_BELOW))
+    return "".join(parts)
+
+
+def node_table(items: list) -> str:
+    with_kernels = any(i.kernel for i in items)
+    headers = ["node", "op", "shape"] + (["kernel"] if with_kernels else [])
+    body = [(Markup(f"<code>{esc(i.name)}</code>"), i.op, i.shape) + ((i.kernel or "-",) if with_kernels else ())
+            for i in items]
+    return table(headers, body)
