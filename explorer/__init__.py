@@ -2,7 +2,7 @@
 
     from explorer import explore
     view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
-    view                       # tabs: Graph, Fusion, Kernels, Memory, Roofline, Timing, Summary
+    view                       # tabs: Graph, Autograd, Fusion, Kernels, Memory, Roofline, Timing, Summary
     view.to_html("softmax.html")
 
     %load_ext explorer         # then a cell starting with %%fcompile compiles the cell itself
@@ -21,7 +21,7 @@ def explore(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
     """Compile `fn` on `args` (as compiler_core.explain does), time it against eager, return the view.
 
         view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
-        view.tab_titles            # Graph, Fusion, Kernels, Memory, Roofline, Timing, Summary
+        view.tab_titles            # Graph, Autograd, Fusion, Kernels, Memory, Roofline, Timing, Summary
 
     `compare="inductor"` also times torch.compile (Inductor). `kernels_for` lists the backends whose
     kernel source to show (default on CPU: ("cpp", "triton"), Triton through its interpreter).

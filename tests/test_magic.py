@@ -42,7 +42,7 @@ def test_cell_names_stay_and_value_is_the_result(shell):
     shown = [o.data for o in captured.outputs if "ExplorerView" in o.data.get("text/plain", "")]
     assert len(shown) == 1 and "<svg" in shown[0]["text/html"]
     view = magics(shell).last_view
-    assert view.tab_titles == ("Graph", "Fusion", "Kernels", "Memory", "Roofline", "Timing", "Summary")
+    assert view.tab_titles == ("Graph", "Autograd", "Fusion", "Kernels", "Memory", "Roofline", "Timing", "Summary")
     assert "__fcompile_value" not in view.sections["Graph"]  # our helper names stay out of the user's graph
     assert "<svg" in view.html()
 
