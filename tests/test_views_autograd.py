@@ -157,3 +157,21 @@ def test_html_export_contains_the_view(gpt2_view, tmp_path):
     for t in gpt2_view.session.graphs[0].partition.saved:
         assert t.name in text
     assert "<script" not in page
+
+
+def test_aotautograds_default_partition_is_shown_without_a_curve(monkeypatch):
+    import compiler_core.api
+
+    def refuse(*args, **kwargs):
+        raise NotImplementedError("test: no split")
+
+    monkeypatch.setattr(compiler_core.api, "partition_joint", refuse)
+    torch.manual_seed(0)
+    view = explore(MLP(), torch.randn(8, 32), train=True, repeats=0, kernels_for=())
+    part = view.session.graphs[0].partition
+    markup = view.sections["Autograd"]
+    assert part.partitioner == "AOTAutograd default" and "AOTAutograd default" in page_text(markup)
+    assert [r[0] for r in table_after("Saved tensors (the cut)", markup)][:-1] == [t.name for t in part.saved]
+    text = page_text(markup)
+    assert "No sweep" in text and "our partitioner could not split this graph: NotImplementedError" in text
+    assert "joint graph cut by" in markup  # drawn by the joint's own forward/backward roles
