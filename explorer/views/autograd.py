@@ -14,6 +14,7 @@ the joint's node names.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Optional
 
 import torch
@@ -69,6 +70,11 @@ class AutogradModel:
     def budget_on_curve(self) -> bool:
         return any(p.in_use for p in self.curve)
 
+    @cached_property
+    def nodes(self) -> dict[str, torch.fx.Node]:
+        """The joint graph's nodes by name."""
+        return {n.name: n for n in self.joint.graph_module.graph.nodes} if self.joint is not None else {}
+
 
 def autograd_model(record: GraphRecord, title: str = "") -> Optional[AutogradModel]:
     partition = record.partition
@@ -121,9 +127,9 @@ def render(exp: Exploration) -> str:
 def _why_no_training(exp: Exploration) -> str:
     if not exp.train:
         return NO_TRAINING
-    failed = [r.fallback_reason for r in exp.session.graphs if r.fallback_reason and r.joint is None]
+    failed = [r.fallback_reason for r in exp.session.graphs if (r.fallback_reason or "").startswith("AOT tracing")]
     if failed:
-        return "No joint graph: tracing the backward failed, the program ran in eager PyTorch: " + "; ".join(failed)
+        return "No joint graph: the program ran in eager PyTorch: " + "; ".join(failed)
     return ("No joint graph: train=True, but no graph needed a backward (no floating-point input or parameter "
             "requires grad).")
 
@@ -154,13 +160,7 @@ def graph_section(model: AutogradModel) -> str:
 
 
 def _node(model: AutogradModel, name: str) -> Optional[torch.fx.Node]:
-    if model.joint is None:
-        return None
-    return _nodes(model.joint).get(name)
-
-
-def _nodes(joint: JointGraph) -> dict[str, torch.fx.Node]:
-    return {n.name: n for n in joint.graph_module.graph.nodes}
+    return model.nodes.get(name)
 
 
 def _op(node: Optional[torch.fx.Node]) -> str:
