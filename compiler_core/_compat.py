@@ -39,6 +39,16 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: 
                                  decompositions=decompositions, keep_inference_input_mutations=False, **extra)
 
 
+def dynamo_restart_exceptions() -> tuple[type[BaseException], ...]:
+    """Exceptions Dynamo raises through a backend to steer its own analysis (restart it with a
+    float specialized, skip the frame): a backend must let them through, never treat them as its
+    own failure. Dynamo's own aot_autograd backend re-raises TensorifyScalarRestartAnalysis the same way."""
+    from torch._dynamo import exc
+
+    names = ("RestartAnalysis", "TensorifyScalarRestartAnalysis", "SkipFrame")
+    return tuple(cls for cls in (getattr(exc, n, None) for n in names) if isinstance(cls, type))
+
+
 def default_partition(joint_module: torch.fx.GraphModule, joint_inputs: Any, num_fwd_outputs: int,
                       **kwargs: Any) -> tuple:
     """AOTAutograd's default partition (forward as traced, everything it computed saved)."""

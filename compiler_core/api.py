@@ -204,6 +204,11 @@ class CompiledFunction:
                 decompositions=decomposition_table(),
                 partition_fn=functools.partial(self._partition, record=record, session=session),
             )
+        except _compat.dynamo_restart_exceptions():
+            # Dynamo restarts its analysis (e.g. dynamic=True specializing a float input that AOT
+            # could not turn into a tensor) and calls us again: this attempt leaves no record.
+            session.graphs[:] = [g for g in session.graphs if g is not record]
+            raise
         except Exception as exc:  # noqa: BLE001 - any failure means: run this graph in eager
             record.fallback_reason = f"AOT tracing failed: {type(exc).__name__}: {exc}"
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch: {record.fallback_reason}")

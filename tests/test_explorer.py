@@ -25,7 +25,7 @@ from explorer.report import ReportError, load_target
 from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TABS = ("Capture", "Graph", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary")
+TABS = ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary")
 
 
 def softmax(x):

@@ -29,6 +29,7 @@ def test_tour_executes_and_exports(tmp_path):
     assert 'class="fxe-plot"' in page  # the timing plot
     assert 'extern "C"' in text  # a C++ kernel
     assert "@triton.jit" in text  # a Triton kernel
+    assert "Saved tensors (the cut)" in text and 'id="fxe-sweep-graph-0"' in page  # the Autograd tab, training
     assert "FcompileError" not in text and "Traceback" not in text
     # No widget JavaScript from a CDN: the static fallback stands in for the widgets.
     assert "application/vnd.jupyter.widget-view+json" not in page

@@ -125,3 +125,28 @@ def test_a_backward_that_falls_back_lists_its_own_ops(monkeypatch):
     assert not [op for op in ops if "tanh.default" in op or op == "aten.sum.default" or "matmul" in op], ops
     expected = [str(n.target) for n in backward.aten_graph.graph.nodes if n.op == "call_function"]
     assert ops == expected
+
+
+def test_dynamic_training_lets_dynamos_restart_through():
+    """With dynamic=True a float argument is traced as a tensor until AOTAutograd finds it cannot be
+    (here: the exponent of pow) and raises TensorifyScalarRestartAnalysis, for Dynamo to specialize
+    the float and trace again. Our backend lets it through instead of calling it an AOT failure."""
+    torch.manual_seed(0)
+    w1, w2 = torch.randn(12, 16, requires_grad=True), torch.randn(16, 4, requires_grad=True)
+    r1, r2 = (w.detach().clone().requires_grad_() for w in (w1, w2))
+
+    def mlp_step(x, w1, w2, power):
+        return (torch.nn.functional.gelu(x @ w1).abs() + 1).pow(power) @ w2
+
+    x = torch.randn(8, 12)
+    compiled = cc.compile(mlp_step, backend="cpp", dynamic=True)
+    compiled(x, w1, w2, 1.5).square().mean().backward()
+    mlp_step(x, r1, r2, 1.5).square().mean().backward()
+    torch.testing.assert_close(w1.grad, r1.grad)
+    torch.testing.assert_close(w2.grad, r2.grad)
+
+    s = compiled.session
+    assert len(s.graphs) == 1 and s.graphs[0].backward is not None  # the abandoned attempt left no record
+    reasons = [r.fallback_reason or "" for r in s.all_records()]
+    assert not [m for m in s.messages + reasons if "AOT tracing failed" in m or "RestartAnalysis" in m], s.messages
+    assert s.graphs[0].joint is not None and s.graphs[0].partition is not None

@@ -3,12 +3,14 @@
     for title, render in VIEWS: html = render(exploration)
 """
 
-from explorer.views import capture, compare, fusion, graph, kernels, memory, roofline, summary, timing
+from explorer.views import autograd, capture, compare, fusion, graph, kernels, memory, roofline, summary, timing
 
-# Tab order: from what was captured, to what it became, to what it costs.
+# Tab order: from what was captured (and, training, how forward and backward were split), to what it
+# became, to what it costs.
 VIEWS = (
     ("Capture", capture.render),
     ("Graph", graph.render),
+    ("Autograd", autograd.render),
     ("Fusion", fusion.render),
     ("Kernels", kernels.render),
     ("Compare", compare.render),
