@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import html
 import re
 
@@ -29,7 +30,9 @@ def test_tour_executes_and_exports(tmp_path):
     assert 'class="fxe-plot"' in page  # the timing plot
     assert 'extern "C"' in text  # a C++ kernel
     assert "@triton.jit" in text  # a Triton kernel
-    assert "Saved tensors (the cut)" in text and 'id="fxe-sweep-graph-0"' in page  # the Autograd tab, training
+    pictures = "".join(base64.b64decode(d).decode("utf-8")
+                       for d in re.findall(r'data:image/svg\+xml;base64,([^"]+)', page))
+    assert "Saved tensors (the cut)" in text and 'id="fxe-sweep-graph-0"' in pictures  # the Autograd tab, training
     assert "FcompileError" not in text and "Traceback" not in text
     # No widget JavaScript from a CDN: the static fallback stands in for the widgets.
     assert "application/vnd.jupyter.widget-view+json" not in page
