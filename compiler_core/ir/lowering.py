@@ -251,7 +251,11 @@ class _Lowering:
                                   kind="extern"))
             self.buffer_devices[name] = v.device.type
             slots.append(name)
-        call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
+        target = node.target
+        # torch.ops.<target> is how the host program calls it: a higher-order op prints as its bare name
+        name = f"{target.namespace}.{target.name()}" if isinstance(target, torch._ops.HigherOrderOperator) \
+            else str(target)
+        call = ExternCall(target=name, op=node.target, args=args, kwargs=kwargs, reason=reason)
         self.nodes.append(LoopNode(name=node_name, kind="extern", output=buffers[0],
                                    origins=(node.name,), extern=call, extern_inputs=inputs,
                                    extra_outputs=tuple(buffers[1:]),
