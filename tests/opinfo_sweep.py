@@ -251,6 +251,8 @@ def main() -> None:
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ops", help="comma-separated op names: sweep only these (for debugging)")
+    parser.add_argument("--native-json", help="write the ops compiled and matched to this file (the set "
+                        "tests/test_opinfo.py expects; only from a sweep of all ops)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
@@ -271,6 +273,12 @@ def main() -> None:
         rows += json.loads(out.strip().splitlines()[-1])
     result = summarize(rows, cap, time.perf_counter() - start)
     print_report(result, args.table)
+    if args.native_json:
+        if args.ops:
+            sys.exit("--native-json needs a sweep of all ops (no --ops)")
+        Path(args.native_json).write_text(json.dumps({
+            "about": "ops compiled by us and matching eager on every sample run; tests/test_opinfo.py",
+            "native": result["compiled_match"]}, indent=0) + "\n")
     print(json.dumps(result))
 
 
