@@ -8,8 +8,10 @@ pytest process; PITFALLS.md):
     python tests/opinfo_sweep.py --all      # every sample of every compiled op (slow: ~2800 samples x 2)
 
 What runs:
-- every op's first sample. If our kernels computed it (no graph or op ran in eager PyTorch), the op
-  is "compiled" and its other samples run too; otherwise the op "ran partly in eager" and stops there.
+- every op's first sample. If our compiled program computed it (our kernels, views and the library
+  calls we make on purpose such as matmul; no graph or op ran in eager PyTorch), the op is "compiled"
+  and its other samples run too; otherwise the op "ran partly in eager" and stops there, and the ATen
+  ops that ran in PyTorch are its "blockers" (--table ranks them by how many ops each blocks).
 - for compiled ops, up to --max-samples samples (default 8, evenly spread over the op's list, first
   included; --all lifts the cap, which is printed in the summary), each also in its `noncontiguous()`
   form (same values, strided storage with NaN in the gaps) when that changes any layout.
@@ -84,7 +86,9 @@ def _spread(count: int, cap: int | None) -> list[int]:
 
 
 def _native(stats: dict) -> bool:
-    return stats["fallback_graphs"] == 0 and stats["kernel_count"] > 0 and not stats["fallback_ops"]
+    """Nothing ran in eager PyTorch: our kernels, views (layouts over a buffer, no code) and the library
+    calls we make on purpose (matmul, convolution: extern calls, as Inductor makes them)."""
+    return stats["fallback_graphs"] == 0 and not stats["fallback_ops"]
 
 
 def run_sample(op, sample) -> tuple[str, str]:
@@ -111,13 +115,26 @@ def run_sample(op, sample) -> tuple[str, str]:
     ran_ours = compiled.session is not before and _native(compiled.session.stats)
     if not _same(got, expected):
         return "mismatch", "differs from eager" + ("" if ran_ours else " (graph ran partly in eager)")
-    return ("native_match" if ran_ours else "eager_match"), ""
+    if not ran_ours:
+        return "eager_match", _blockers(compiled, before)
+    return "native_match", "" if compiled.session.stats["kernel_count"] else "no kernel"
+
+
+def _blockers(compiled, before) -> str:
+    """Why a matching call was not native: the ATen ops that ran in PyTorch, comma-separated."""
+    if compiled.session is before:
+        return "nothing compiled"
+    stats = compiled.session.stats
+    if stats["fallback_graphs"]:
+        reasons = [g.fallback_reason for g in compiled.session.all_records() if g.fell_back]
+        return "graph fell back: " + reasons[0].split(":")[0].split("\n")[0][:60].replace(",", ";")
+    return ",".join(sorted(set(stats["fallback_ops"])))
 
 
 def sweep_op(op, cap: int | None) -> dict:
     name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
     row = {"op": name, "status": "", "available": 0, "run": 0, "native": 0, "matched": 0, "mismatched": 0,
-           "eager_nondeterministic": 0, "mismatches": []}
+           "eager_nondeterministic": 0, "mismatches": [], "blockers": "", "no_kernel": False}
     try:
         samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))
         first = run_sample(op, samples[0])
@@ -129,6 +146,9 @@ def sweep_op(op, cap: int | None) -> dict:
         row["status"] = "skipped"
         row["eager_nondeterministic"] = 1
         return row
+    if first[0] == "eager_match":
+        row["blockers"] = first[1]
+    row["no_kernel"] = first == ("native_match", "no kernel")
     compiled_op = first[0] == "native_match" or (first[0] == "mismatch" and "partly in eager" not in first[1])
     runs = []
     for index in _spread(len(samples), cap if compiled_op else 1):
@@ -174,9 +194,12 @@ def summarize(rows: list[dict], cap: int | None, seconds: float) -> dict:
     compiled = [r for r in rows if r["status"] == "compiled"]
     return {
         "compiled_match": sorted(r["op"] for r in compiled if r["mismatched"] == 0),
+        # compiled without a kernel of ours: only views and library calls (counted in compiled_match)
+        "views_or_library_only": sorted(r["op"] for r in compiled if r["mismatched"] == 0 and r["no_kernel"]),
         "partly_eager": sorted(r["op"] for r in rows if r["status"] == "partly_eager" and r["mismatched"] == 0),
         "silent_mismatch": sorted([r["op"], *m] for r in rows for m in r["mismatches"]),
         "skipped": sorted(r["op"] for r in rows if r["status"] == "skipped"),
+        "blockers": _rank_blockers(rows),
         "samples": {key: sum(r[key] for r in rows) for key in ("run", "native", "matched", "mismatched",
                                                               "eager_nondeterministic")},
         "max_samples_per_op": cap,
@@ -185,19 +208,34 @@ def summarize(rows: list[dict], cap: int | None, seconds: float) -> dict:
     }
 
 
+def _rank_blockers(rows: list[dict]) -> list[list]:
+    """[blocking ATen op (or reason), number of partly-eager ops it blocks], most first."""
+    counts: dict[str, int] = {}
+    for r in rows:
+        if r["status"] == "partly_eager":
+            for b in filter(None, r["blockers"].split(",")):
+                counts[b] = counts.get(b, 0) + 1
+    return sorted(([b, n] for b, n in counts.items()), key=lambda t: (-t[1], t[0]))
+
+
 def print_report(result: dict, table: bool) -> None:
     if table:
         print(f"{'op':44} {'status':12} {'avail':>5} {'run':>4} {'native':>6} {'match':>5} {'mismatch':>8}")
         for r in sorted(result["rows"], key=lambda r: (r["status"], r["op"])):
             print(f"{r['op']:44} {r['status']:12} {r['available']:5} {r['run']:4} {r['native']:6} "
-                  f"{r['matched']:5} {r['mismatched']:8}")
+                  f"{r['matched']:5} {r['mismatched']:8}  {r['blockers']}")
+        print()
+        print("blocking ops (ATen op that ran in PyTorch -> partly-eager ops it blocks):")
+        for blocker, count in result["blockers"]:
+            print(f"  {count:4}  {blocker}")
         print()
     cap = result["max_samples_per_op"]
     s = result["samples"]
-    print(f"ops: {len(result['compiled_match'])} compiled and matched, {len(result['partly_eager'])} ran partly "
+    print(f"ops: {len(result['compiled_match'])} compiled and matched ({len(result['views_or_library_only'])} of "
+          f"them views or library calls only), {len(result['partly_eager'])} ran partly "
           f"in eager and matched, {len({m[0] for m in result['silent_mismatch']})} with mismatches, "
           f"{len(result['skipped'])} skipped")
-    print(f"samples: {s['run']} run ({s['native']} by our kernels), {s['matched']} matched, {s['mismatched']} "
+    print(f"samples: {s['run']} run ({s['native']} compiled by us), {s['matched']} matched, {s['mismatched']} "
           f"mismatched, {s['eager_nondeterministic']} not compared (eager nondeterministic); "
           + ("all samples of compiled ops" if cap is None
              else f"at most {cap} samples per compiled op (--all lifts this)")
@@ -213,6 +251,8 @@ def main() -> None:
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ops", help="comma-separated op names: sweep only these (for debugging)")
+    parser.add_argument("--native-json", help="write the ops compiled and matched to this file (the set "
+                        "tests/test_opinfo.py expects; only from a sweep of all ops)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
@@ -233,6 +273,12 @@ def main() -> None:
         rows += json.loads(out.strip().splitlines()[-1])
     result = summarize(rows, cap, time.perf_counter() - start)
     print_report(result, args.table)
+    if args.native_json:
+        if args.ops:
+            sys.exit("--native-json needs a sweep of all ops (no --ops)")
+        Path(args.native_json).write_text(json.dumps({
+            "about": "ops compiled by us and matching eager on every sample run; tests/test_opinfo.py",
+            "native": result["compiled_match"]}, indent=0) + "\n")
     print(json.dumps(result))
 
 

@@ -43,7 +43,7 @@ class CSEPrinter:
 
     def render(self, value: Value) -> str:
         if isinstance(value, Load):
-            return self.load(value)
+            return self.load(value) if value.mask is None else self.load(value, self.emit(value.mask))
         if isinstance(value, Constant):
             return self.constant(value)
         if isinstance(value, IndexValue):
@@ -56,7 +56,7 @@ class CSEPrinter:
         return self.op(value, [self.emit(a) for a in value.args])
 
     # ---- supplied by each backend -------------------------------------------------------
-    def load(self, value: Load) -> str: ...
+    def load(self, value: Load, mask: str | None = None) -> str: ...  # mask: a bool temporary
     def constant(self, value: Constant) -> str: ...
     def index_value(self, value: IndexValue) -> str: ...
     def reduction_result(self, value: ReductionResult) -> str: ...

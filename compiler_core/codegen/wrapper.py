@@ -280,4 +280,6 @@ class _Printer:
             return f"torch.{str(a).replace('torch.', '')}"
         if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
             return f"float({str(a)!r})"
+        if isinstance(a, torch._ops.OpOverload):  # an operand of a higher-order op (with_effects)
+            return f"torch.ops.{a.namespace}.{a._opname}.{a._overloadname}"
         return repr(a)

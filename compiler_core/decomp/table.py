@@ -25,13 +25,27 @@ DECOMPOSE = [
     aten.std_mean, aten.gelu, aten.silu, aten.mish, aten.hardtanh, aten.hardsigmoid, aten.hardswish,
     aten.leaky_relu, aten.elu, aten.softplus, aten.logsumexp, aten.addcmul, aten.addcdiv,
     aten.lerp, aten.rsub, aten.masked_fill, aten.clamp_min, aten.clamp_max, aten.square, aten.xlogy,
-    aten.logaddexp, aten.frac, aten.threshold, aten.native_dropout, aten.hypot, aten.sinc, aten.log10,
-    aten.log2, aten.exp2, aten.erfc, aten.sgn, aten.linalg_vector_norm, aten.norm, aten.mse_loss,
+    aten.logaddexp, aten.frac, aten.threshold, aten.native_dropout, aten.sinc, aten.sgn, aten.linalg_vector_norm,
+    aten.norm, aten.mse_loss,
     aten._log_softmax_backward_data, aten._softmax_backward_data, aten.native_layer_norm_backward,
     aten.gelu_backward, aten.silu_backward, aten.sigmoid_backward, aten.tanh_backward,
     aten.threshold_backward, aten.where.ScalarOther, aten.where.ScalarSelf, aten.full_like,
     aten.zeros_like, aten.ones_like, aten.new_zeros, aten.new_ones, aten.new_full, aten.mean.default,
     aten.transpose, aten.t, aten.dot, aten.mv,
+    # pointwise compositions of primitives we lower (torch's references, checked by the OpInfo sweep)
+    aten.deg2rad, aten.rad2deg, aten.logit, aten.nan_to_num, aten.celu, aten.glu, aten.huber_loss,
+    aten.smooth_l1_loss, aten.soft_margin_loss, aten.binary_cross_entropy, aten.binary_cross_entropy_with_logits,
+    aten.logaddexp2, aten.heaviside, aten.special_entr, aten.special_xlog1py, aten.log_sigmoid_forward,
+    aten._safe_softmax, aten.ldexp, aten.native_dropout_backward,
+    # index arithmetic (iota, compare, where) and views plus one copy
+    aten.tril, aten.triu, aten.trace, aten.diag_embed, aten.eye, aten.linspace, aten.logspace, aten.repeat,
+    aten.rot90, aten.pixel_shuffle, aten.pixel_unshuffle, aten.channel_shuffle, aten._prelu_kernel,
+    aten.alias_copy, aten.permute_copy, aten.squeeze_copy, aten.t_copy, aten.transpose_copy, aten.unsqueeze_copy,
+    aten.view_copy, aten.unbind_copy, aten.stack, aten.unfold_copy, aten.diagonal_copy, aten.as_strided_copy,
+    aten.split_with_sizes_copy, aten.expand_copy, aten.narrow_copy,
+    # reductions and normalisations over the reductions we lower
+    aten.count_nonzero, aten.all, aten.any, aten.aminmax, aten.nansum, aten._native_batch_norm_legit_functional,
+    aten.native_batch_norm, aten.native_group_norm, aten.addmv, aten.addr, aten.vdot, aten.dist, aten.renorm,
 ]
 
 
@@ -93,11 +107,20 @@ POINTWISE_OPS = {
     aten.gt: "gt", aten.ge: "ge", aten.isnan: "isnan", aten.logical_not: "logical_not",
     aten.logical_and: "logical_and", aten.logical_or: "logical_or", aten.where: "where",
     aten.relu: "maximum", aten.clamp: "clamp", aten.pow: "pow", aten.remainder: "remainder",
-    aten.floor_divide: "floordiv", aten.bitwise_not: "logical_not", aten.bitwise_and: "logical_and",
-    aten.bitwise_or: "logical_or", aten._to_copy: "cast", aten.clone: "copy", aten.copy: "copy",
+    aten.floor_divide: "floordiv", aten.bitwise_not: "bitwise_not", aten.bitwise_and: "bitwise_and",
+    aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor", aten.logical_xor: "logical_xor",
+    aten._to_copy: "cast", aten.clone: "copy", aten.copy: "copy",
     aten.alias: "view", aten.lift_fresh_copy: "copy", aten.fill: "fill", aten.full: "fill",
     aten.scalar_tensor: "fill", aten.zeros: "fill", aten.ones: "fill", aten.arange: "index",
+    aten.full_like: "fill", aten.empty_like: "fill", aten.empty: "fill", aten.new_empty: "fill", aten.zero: "fill",
     prims.convert_element_type: "cast",
+    aten.tan: "tan", aten.asin: "asin", aten.acos: "acos", aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh",
+    aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.log2: "log2", aten.log10: "log10",
+    aten.exp2: "exp2", aten.erfc: "erfc", aten.atan2: "atan2", aten.arctan2: "atan2", aten.hypot: "hypot",
+    aten.fmod: "fmod", aten.copysign: "copysign", aten.signbit: "signbit", aten.isinf: "isinf",
+    aten.isposinf: "isposinf", aten.isneginf: "isneginf", aten.fmax: "fmax", aten.fmin: "fmin",
+    # index arithmetic: each output element reads one input element (masked where it may not exist)
+    aten.cat: "cat", aten.constant_pad_nd: "constant_pad", aten.flip: "flip", aten.roll: "roll",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}
@@ -110,9 +133,17 @@ PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.col
 # unsafe_split and unsafe_chunk likewise return views of their input (found by the OpInfo sweep
 # under the memory checking mode).
 UNANNOTATED_VIEWS = {aten._unsafe_view, aten.unsafe_split, aten.unsafe_split_with_sizes, aten.unsafe_chunk}
-PRIMS_POINTWISE = {prims.div: "truediv", prims.mul: "mul", prims.add: "add", prims.sub: "sub",
-                   prims.neg: "neg", prims.exp: "exp", prims.rsqrt: "rsqrt", prims.sqrt: "sqrt",
-                   prims.where: "where", prims.abs: "abs"}
+# prims.* ops that torch's reference decompositions emit; same semantics as our primitive of that name
+# (prims.div of integers truncates: see classify).
+PRIMS_POINTWISE = {
+    **{getattr(prims, name): name for name in (
+        "add", "sub", "mul", "neg", "abs", "reciprocal", "maximum", "minimum", "exp", "log", "log1p", "expm1",
+        "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "floor", "ceil", "trunc", "sign", "eq", "ne", "lt", "le",
+        "gt", "ge", "where", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh", "log2",
+        "log10", "exp2", "erfc", "atan2", "hypot", "pow", "fmod", "remainder", "signbit", "bitwise_and",
+        "bitwise_or", "bitwise_xor", "bitwise_not", "fmax", "fmin")},
+    prims.div: "truediv", prims.clone: "copy", prims.iota: "index", prims.rev: "flip", prims.cat: "cat",
+}
 
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
 LIBRARY_OPS = {
@@ -146,7 +177,10 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
     if _is_view(target) or packet in PRIMS_VIEWS or packet in UNANNOTATED_VIEWS:
         return "view", ""
     if packet in PRIMS_POINTWISE:
-        return PRIMS_POINTWISE[packet], ""
+        prim = PRIMS_POINTWISE[packet]
+        if prim == "truediv" and not _is_floating(node):
+            prim = "truncdiv"  # prims.div rounds integer quotients toward zero
+        return prim, ""
     if packet in REDUCTION_OPS:
         return REDUCTION_OPS[packet], ""
     refused = _refused_by_eager(node)
@@ -185,6 +219,11 @@ def _is_bool(value: object) -> bool:
         return True
     meta = value.meta.get("val") if isinstance(value, torch.fx.Node) else None
     return isinstance(meta, torch.Tensor) and meta.dtype == torch.bool
+
+
+def _is_floating(node: torch.fx.Node) -> bool:
+    meta = node.meta.get("val")
+    return isinstance(meta, torch.Tensor) and (meta.is_floating_point() or meta.is_complex())
 
 
 def _is_view(target: object) -> bool:

@@ -17,8 +17,8 @@ import torch
 from compiler_core import _compat
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
-from compiler_core.ir.index import Index, linear_index
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value, subs_index
+from compiler_core.ir.index import Index, floordiv, linear_index, mod
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value, rebuild, subs_index
 
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
@@ -251,7 +251,11 @@ class _Lowering:
                                   kind="extern"))
             self.buffer_devices[name] = v.device.type
             slots.append(name)
-        call = ExternCall(target=str(node.target), op=node.target, args=args, kwargs=kwargs, reason=reason)
+        target = node.target
+        # torch.ops.<target> is how the host program calls it: a higher-order op prints as its bare name
+        name = f"{target.namespace}.{target.name()}" if isinstance(target, torch._ops.HigherOrderOperator) \
+            else str(target)
+        call = ExternCall(target=name, op=node.target, args=args, kwargs=kwargs, reason=reason)
         self.nodes.append(LoopNode(name=node_name, kind="extern", output=buffers[0],
                                    origins=(node.name,), extern=call, extern_inputs=inputs,
                                    extra_outputs=tuple(buffers[1:]),
@@ -353,7 +357,7 @@ def _elementwise(prim: str, arity: int) -> Callable:
         alpha = node.kwargs.get("alpha", 1)
         cdt = compute_dtype(val.dtype)
         if prim in ("floordiv", "truncdiv", "remainder", "maximum", "minimum", "add", "sub", "mul", "neg",
-                    "abs", "sign", "truediv"):
+                    "abs", "sign", "truediv", "fmod"):
             operand_dtype = cdt
         else:
             operand_dtype = cdt if cdt.is_floating_point else torch.float32
@@ -391,6 +395,84 @@ def _logical(prim: str, arity: int) -> Callable:
         def body(names: list[str]) -> Value:
             vals = tuple(lw.load(a, tuple(val.shape), names, torch.bool) for a in node.args[:arity])
             return Op(prim, vals, torch.bool)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _bitwise(prim: str, arity: int) -> Callable:
+    """bitwise_* on integers; on bools the logical op of the same name (a bool is 0 or 1)."""
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        if val.dtype == torch.bool:
+            return _logical(prim.replace("bitwise_", "logical_"), arity)(lw, node, val)
+        if val.dtype.is_floating_point:
+            raise _Unsupported("bitwise ops on floats raise in eager PyTorch")
+
+        def body(names: list[str]) -> Value:
+            vals = tuple(lw.load(a, tuple(val.shape), names, val.dtype) for a in node.args[:arity])
+            return Op(prim, vals, val.dtype)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _logical_any(prim: str) -> Callable:
+    """logical_xor of any dtypes: each operand is true when nonzero (NaN included)."""
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        def body(names: list[str]) -> Value:
+            vals = tuple(lw.load(a, tuple(val.shape), names, torch.bool) for a in node.args[:2])
+            return Op(prim, vals, torch.bool)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _float_test(kind: str) -> Callable:
+    """isinf / isposinf / isneginf / signbit: a bool from one operand; integers are never infinite,
+    and an integer's sign bit is set when it is negative."""
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        x = node.args[0]
+        src = _meta_or_scalar(x).dtype
+        shape = tuple(val.shape)
+        if not src.is_floating_point:
+            if kind == "signbit" and src.is_signed and src != torch.bool:
+                return lw.pointwise(node, val, lambda names: Op("lt", (lw.load(x, shape, names, src),
+                                                                       Constant(0, src)), torch.bool))
+            return lw.pointwise(node, val, lambda names: Constant(False, torch.bool))
+        cdt = compute_dtype(src)
+        inf = Constant(float("inf"), cdt)
+
+        def body(names: list[str]) -> Value:
+            v = lw.load(x, shape, names, cdt)
+            if kind == "signbit":
+                return Op("signbit", (v,), torch.bool)
+            if kind == "isinf":
+                return Op("eq", (Op("abs", (v,), cdt), inf), torch.bool)
+            if kind == "isposinf":
+                return Op("eq", (v, inf), torch.bool)
+            return Op("eq", (v, Constant(float("-inf"), cdt)), torch.bool)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
+def _fmax_fmin(prim: str) -> Callable:
+    """fmax/fmin: like maximum/minimum, but a NaN operand loses to a number (NaN only if both are)."""
+    def handler(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        cdt = compute_dtype(val.dtype)
+        a, b = node.args[:2]
+
+        def body(names: list[str]) -> Value:
+            x, y = (lw.load(v, tuple(val.shape), names, cdt) for v in (a, b))
+            both = Op(prim, (x, y), cdt)
+            if not cdt.is_floating_point:
+                return both
+            return Op("where", (Op("isnan", (x,), torch.bool), y,
+                                Op("where", (Op("isnan", (y,), torch.bool), x, both), cdt)), cdt)
 
         return lw.pointwise(node, val, body)
 
@@ -450,9 +532,9 @@ def _relu_or_maximum(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> V
 
 def _pow(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     base, exponent = node.args[:2]
+    cdt = compute_dtype(val.dtype)
     if isinstance(base, torch.fx.Node) and isinstance(exponent, (int, float)) and float(exponent) in (
             0.5, -0.5, 1.0, 2.0, 3.0, 4.0, -1.0, -2.0, 0.0):
-        cdt = compute_dtype(val.dtype)
         e = float(exponent)
 
         def body(names: list[str]) -> Value:
@@ -469,9 +551,15 @@ def _pow(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
             return Op("reciprocal", (result,), cdt) if e < 0 else result
 
         if e < 0 and not cdt.is_floating_point:
-            raise _Unsupported("negative integer power of an integer")
+            raise _Unsupported("negative integer power of an integer raises in eager PyTorch")
         return lw.pointwise(node, val, body)
-    raise _Unsupported("pow with a tensor or non-small exponent")
+    if val.dtype == torch.bool or (not cdt.is_floating_point and isinstance(exponent, (int, float))
+                                   and not isinstance(exponent, bool) and exponent < 0):
+        raise _Unsupported("a bool power, or a negative scalar power of an integer (raises in eager PyTorch)")
+    if any(isinstance(a, (torch.SymInt, torch.SymFloat)) for a in (base, exponent)):
+        raise _Unsupported("symbolic scalar")
+    return lw.pointwise(node, val, lambda names: Op("pow", tuple(lw.load(a, tuple(val.shape), names, cdt)
+                                                                 for a in (base, exponent)), cdt))
 
 
 def _round(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
@@ -518,8 +606,11 @@ def _fill(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
         value = 1
     elif target is torch.ops.aten.scalar_tensor.default:
         value = node.args[0]
-    elif target in (torch.ops.aten.fill.Scalar,):
+    elif target in (torch.ops.aten.fill.Scalar, torch.ops.aten.full_like.default):
         value = node.args[1]
+    elif target in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
+                    torch.ops.aten.new_empty.default, torch.ops.aten.zero.default):
+        value = 0  # uninitialized memory may hold anything: zeros, made by a kernel that fuses
     else:
         raise _Unsupported("fill variant")
     if isinstance(value, torch.fx.Node):
@@ -535,6 +626,8 @@ def _arange(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
         start, step = args[0], 1
     elif node.target is torch.ops.aten.arange.start_step:
         start, step = args[0], args[2]
+    elif node.target is torch.ops.prims.iota.default:
+        start, step = node.kwargs["start"], node.kwargs["step"]
     else:
         raise _Unsupported("arange variant")
     cdt = compute_dtype(val.dtype)
@@ -545,6 +638,148 @@ def _arange(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
                           Constant(_scalar(start, cdt), cdt)), cdt)
 
     return lw.pointwise(node, val, body)
+
+
+# ---- index-arithmetic handlers: each output element reads one input element -----------------
+def _read_at(lw: _Lowering, arg: Any, shape: tuple[int, ...], names: list[str], dtype: torch.dtype,
+             moved: dict[str, Index], mask: Value | None = None) -> Value:
+    """`arg` loaded at the output point whose loop variables are replaced by `moved`, guarded by
+    `mask` (a bool value: where it is false the index may be outside the input, and nothing is read)."""
+    value = lw.load(arg, shape, names, dtype)
+
+    def leaf(v: Value) -> Value:
+        if isinstance(v, Load):
+            return dataclasses.replace(v, index=v.index.subs(moved), mask=mask)
+        return v
+
+    return rebuild(value, leaf)
+
+
+def _position(name: str) -> Value:
+    return IndexValue(Index.var(name), torch.int64)
+
+
+def _all(conditions: list[Value]) -> Value | None:
+    out = None
+    for c in conditions:
+        out = c if out is None else Op("logical_and", (out, c), torch.bool)
+    return out
+
+
+def _within(name: str, lo: int | None, hi: int | None) -> list[Value]:
+    """lo <= name < hi, as bool values (None: no bound on that side)."""
+    out = []
+    if lo is not None:
+        out.append(Op("ge", (_position(name), Constant(lo, torch.int64)), torch.bool))
+    if hi is not None:
+        out.append(Op("lt", (_position(name), Constant(hi, torch.int64)), torch.bool))
+    return out
+
+
+def _cat(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """Each input fills a band of the output along `dim`: a chain of selects over masked loads."""
+    tensors = list(node.args[0])
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", 0)
+    if val.dim() == 0 or not all(isinstance(t, torch.fx.Node) for t in tensors):
+        raise _Unsupported("cat of non-tensors")
+    dim %= val.dim()
+    parts, start = [], 0
+    for t in tensors:
+        meta = _compat.fake_value(t)
+        if meta.dim() != val.dim():  # legacy: 1-D empty tensors are skipped by cat
+            continue
+        if meta.shape[dim]:
+            parts.append((t, start, meta.shape[dim]))
+        start += meta.shape[dim]
+    cdt = compute_dtype(val.dtype)
+    shape = tuple(val.shape)
+
+    def body(names: list[str]) -> Value:
+        name = names[dim]
+        result: Value | None = None
+        for t, begin, size in reversed(parts):
+            end = begin + size
+            inside = _all(_within(name, begin if begin else None, end if end < shape[dim] else None))
+            part = _read_at(lw, t, shape, names, cdt, {name: Index.var(name) - begin}, inside)
+            result = part if result is None else Op("where", (inside, part, result), cdt)
+        return result if result is not None else Constant(_scalar(0, cdt), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
+def _constant_pad(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """constant_pad_nd: the input shifted by the leading pads, `value` outside it (negative pads crop)."""
+    x, pad = node.args[0], list(node.args[1])
+    fill = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
+    in_shape = tuple(_compat.fake_value(x).shape)
+    cdt = compute_dtype(val.dtype)
+    shape = tuple(val.shape)
+
+    def body(names: list[str]) -> Value:
+        moved, conditions = {}, []
+        for k in range(len(pad) // 2):
+            d = len(shape) - 1 - k
+            before, after = pad[2 * k], pad[2 * k + 1]
+            moved[names[d]] = Index.var(names[d]) - before
+            conditions += _within(names[d], before if before > 0 else None,
+                                  before + in_shape[d] if after > 0 else None)
+        inside = _all(conditions)
+        value = _read_at(lw, x, shape, names, cdt, moved, inside)
+        if inside is None:
+            return value
+        return Op("where", (inside, value, Constant(_scalar(fill, cdt), cdt)), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
+def _flip(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    x, dims = node.args[0], node.args[1]
+    shape = tuple(val.shape)
+    dims = {d % max(len(shape), 1) for d in dims}
+
+    def body(names: list[str]) -> Value:
+        moved = {names[d]: Index.of(shape[d] - 1) - Index.var(names[d]) for d in dims}
+        return _read_at(lw, x, shape, names, val.dtype, moved)
+
+    return lw.pointwise(node, val, body)
+
+
+def _roll(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """roll: output[i] = input[(i - shift) mod n] along each dim, or over the flattened tensor."""
+    x = node.args[0]
+    shifts = list(node.args[1]) if isinstance(node.args[1], (list, tuple)) else [node.args[1]]
+    dims = node.args[2] if len(node.args) > 2 else node.kwargs.get("dims", [])
+    dims = list(dims) if isinstance(dims, (list, tuple)) else [dims]
+    shape = tuple(val.shape)
+    if val.numel() == 0:
+        return _copy(lw, node, val)
+
+    def body(names: list[str]) -> Value:
+        ranges = dict(zip(names, shape))
+        if not dims:  # flattened: the flat position moves, then splits back into dims
+            flat = linear_index(names, _contiguous_strides(shape))
+            numel = val.numel()
+            source = mod(flat + (numel - shifts[0] % numel), numel, ranges)
+            moved = {}
+            for d, stride in enumerate(_contiguous_strides(shape)):
+                moved[names[d]] = mod(floordiv(source, stride, ranges), shape[d], ranges)
+            return _read_at(lw, x, shape, names, val.dtype, moved)
+        moved = {}
+        for shift, d in zip(shifts, dims):
+            d %= len(shape)
+            n = shape[d]
+            moved[names[d]] = mod(Index.var(names[d]) + (n - shift % n), n, ranges)
+        return _read_at(lw, x, shape, names, val.dtype, moved)
+
+    return lw.pointwise(node, val, body)
+
+
+def _contiguous_strides(shape: tuple[int, ...]) -> tuple[int, ...]:
+    strides, running = [], 1
+    for size in reversed(shape):
+        strides.append(running)
+        running *= max(size, 1)
+    return tuple(reversed(strides))
 
 
 # ---- reduction handlers --------------------------------------------------------------------
@@ -631,5 +866,13 @@ _HANDLERS: dict[str, Callable] = {
     "logical_not": _logical("logical_not", 1), "logical_and": _logical("logical_and", 2),
     "logical_or": _logical("logical_or", 2), "isnan": _isnan, "where": _where, "clamp": _clamp,
     "maximum": _relu_or_maximum, "pow": _pow, "cast": _cast, "copy": _copy, "fill": _fill, "index": _arange,
+    **{p: _elementwise(p, 2) for p in ("atan2", "hypot", "fmod", "copysign")},
+    **{p: _elementwise(p, 1) for p in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
+                                        "log2", "log10", "exp2", "erfc")},
+    **{p: _bitwise(p, 2) for p in ("bitwise_and", "bitwise_or", "bitwise_xor")},
+    "bitwise_not": _bitwise("bitwise_not", 1), "logical_xor": _logical_any("logical_xor"),
+    **{k: _float_test(k) for k in ("isinf", "isposinf", "isneginf", "signbit")},
+    "fmax": _fmax_fmin("maximum"), "fmin": _fmax_fmin("minimum"),
+    "cat": _cat, "constant_pad": _constant_pad, "flip": _flip, "roll": _roll,
     **{k: _reduce(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
 }

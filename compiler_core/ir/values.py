@@ -9,8 +9,9 @@ storage: loads upcast, stores downcast).
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator, Optional, Union
 
 import torch
 
@@ -22,6 +23,9 @@ class Load:
     buffer: str
     index: Index
     dtype: torch.dtype  # storage dtype of the buffer
+    # A bool value: where it is false nothing is read and the load gives 0 (cat, constant_pad_nd read
+    # each input only inside its own region; the index is out of the buffer elsewhere).
+    mask: Optional["Value"] = None
 
 
 @dataclass(frozen=True)
@@ -67,6 +71,8 @@ def children(value: Value) -> tuple[Value, ...]:
         return value.args
     if isinstance(value, Cast):
         return (value.arg,)
+    if isinstance(value, Load) and value.mask is not None:
+        return (value.mask,)
     return ()
 
 
@@ -85,6 +91,8 @@ def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
         return Op(value.op, tuple(rebuild(a, leaf) for a in value.args), value.dtype)
     if isinstance(value, Cast):
         return Cast(rebuild(value.arg, leaf), value.dtype)
+    if isinstance(value, Load) and value.mask is not None:  # the mask first; `leaf` sees the new one
+        value = dataclasses.replace(value, mask=rebuild(value.mask, leaf))
     return leaf(value)
 
 
@@ -93,7 +101,7 @@ def subs_index(value: Value, mapping: dict[str, Index], ranges: dict[str, int]) 
 
     def leaf(v: Value) -> Value:
         if isinstance(v, Load):
-            return Load(v.buffer, v.index.subs(mapping, ranges), v.dtype)
+            return dataclasses.replace(v, index=v.index.subs(mapping, ranges))
         if isinstance(v, IndexValue):
             return IndexValue(v.index.subs(mapping, ranges), v.dtype)
         return v
@@ -112,7 +120,8 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": 
 def format_value(value: Value) -> str:
     """Readable one-line form, e.g. `exp(arg0_1[64*x0 + r0] - buf0)`."""
     if isinstance(value, Load):
-        return f"{value.buffer}[{value.index}]"
+        ref = f"{value.buffer}[{value.index}]"
+        return ref if value.mask is None else f"masked({format_value(value.mask)}, {ref})"
     if isinstance(value, Constant):
         return repr(value.value)
     if isinstance(value, IndexValue):

@@ -20,7 +20,7 @@ import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, floordiv, linear_index, mod
-from compiler_core.ir.values import Load, Op, ReductionResult, Value, rebuild, subs_index, walk
+from compiler_core.ir.values import Constant, Load, Op, ReductionResult, Value, rebuild, subs_index, walk
 
 
 class PlanError(Exception):
@@ -154,7 +154,7 @@ class Step:
     store_dtype: Optional[torch.dtype] = None
 
 
-INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder")
+INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder", "fmod")
 
 
 @dataclass(frozen=True)
@@ -180,7 +180,7 @@ class KernelPlan:
         return prod(self.space.r)
 
     def divides_integers(self) -> bool:
-        """Whether some step divides integers (floordiv, truncdiv, remainder): such a kernel can meet a
+        """Whether some step divides integers (floordiv, truncdiv, remainder, fmod): such a kernel can meet a
         zero divisor, on which eager PyTorch on the CPU raises."""
         return any(isinstance(v, Op) and v.op in INTEGER_DIVISION_OPS and not v.dtype.is_floating_point
                    for step in self.steps for v in walk(step.value))
@@ -250,7 +250,13 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
             # Pointwise producer: recompute it here, at the element this load asks for.
             mapping = invert_layout(producer, v.index, ranges)
             # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
-            return resolve(subs_index(producer.body, mapping, ranges), depth + 1)
+            body = subs_index(producer.body, mapping, ranges)
+            if v.mask is None:
+                return resolve(body, depth + 1)
+            # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
+            # its loads must not happen either; the value there is 0, as the masked load gives.
+            body = resolve(_masked_loads(body, v.mask), depth + 1)
+            return Op("where", (v.mask, body, Constant(_zero(body.dtype), body.dtype)), body.dtype)
 
         return rebuild(value, leaf)
 
@@ -297,7 +303,7 @@ def _with_parameters(plan: KernelPlan) -> KernelPlan:
     param.update({b: f"out_ptr{i}" for i, b in enumerate(outputs)})
 
     def rename(v: Value) -> Value:
-        return Load(param[v.buffer], v.index, v.dtype) if isinstance(v, Load) else v
+        return dataclasses.replace(v, buffer=param[v.buffer]) if isinstance(v, Load) else v
 
     steps = tuple(dataclasses.replace(s, value=rebuild(s.value, rename),
                                       store_buffer=param[s.store_buffer] if s.store_buffer else None)
@@ -305,6 +311,21 @@ def _with_parameters(plan: KernelPlan) -> KernelPlan:
     return dataclasses.replace(plan, steps=steps, inputs=tuple((param[b], dt) for b, dt in inputs.items()),
                                outputs=tuple((param[b], dt) for b, dt in outputs.items()),
                                arguments=(*inputs, *outputs))
+
+
+def _masked_loads(value: Value, mask: Value) -> Value:
+    """Every load in `value` also guarded by `mask`."""
+    def leaf(v: Value) -> Value:
+        if not isinstance(v, Load):
+            return v
+        both = mask if v.mask is None else Op("logical_and", (mask, v.mask), torch.bool)
+        return dataclasses.replace(v, mask=both)
+
+    return rebuild(value, leaf)
+
+
+def _zero(dtype: torch.dtype):
+    return False if dtype == torch.bool else 0.0 if dtype.is_floating_point else 0
 
 
 def _store_in_space(node: LoopNode, mapping: dict[str, Index], ranges: dict[str, int]) -> Index:

@@ -34,26 +34,34 @@ def register_type(dtype: torch.dtype) -> str:
 
 
 _BINARY_INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
-                 "gt": ">", "ge": ">=", "logical_and": "&&", "logical_or": "||"}
+                 "gt": ">", "ge": ">=", "logical_and": "&&", "logical_or": "||", "logical_xor": "!=",
+                 "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 _STD_UNARY = {"exp": "std::exp", "log": "std::log", "log1p": "std::log1p", "expm1": "std::expm1",
               "sqrt": "std::sqrt", "sin": "std::sin", "cos": "std::cos", "tanh": "std::tanh", "erf": "std::erf",
               "floor": "std::floor", "ceil": "std::ceil", "trunc": "std::trunc", "round": "std::nearbyint",
-              "abs": "std::abs", "rsqrt": "fc::rsqrt", "sigmoid": "fc::sigmoid", "sign": "fc::sign"}
+              "abs": "std::abs", "rsqrt": "fc::rsqrt", "sigmoid": "fc::sigmoid", "sign": "fc::sign",
+              "tan": "std::tan", "asin": "std::asin", "acos": "std::acos", "atan": "std::atan", "sinh": "std::sinh",
+              "cosh": "std::cosh", "asinh": "std::asinh", "acosh": "std::acosh", "atanh": "std::atanh",
+              "log2": "std::log2", "log10": "std::log10", "exp2": "std::exp2", "erfc": "std::erfc",
+              "signbit": "std::signbit"}
 _HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv": "fc::floordiv",
-                  "truncdiv": "fc::truncdiv", "remainder": "fc::remainder"}
+                  "truncdiv": "fc::truncdiv", "remainder": "fc::remainder", "fmod": "fc::fmod", "pow": "fc::pow",
+                  "atan2": "std::atan2", "hypot": "std::hypot", "copysign": "std::copysign"}
 
 
 class CppPrinter(CSEPrinter):
     def __init__(self) -> None:
         super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
 
-    def load(self, v: Load) -> str:
+    def load(self, v: Load, mask: str | None = None) -> str:
         ref = f"{v.buffer}[{v.index.render(div='/')}]"
         if v.dtype == torch.bfloat16:
-            return f"fc::bf16_to_float({ref})"
-        if v.dtype == torch.float16:
-            return f"fc::f16_to_float({ref})"
-        return ref
+            ref = f"fc::bf16_to_float({ref})"
+        elif v.dtype == torch.float16:
+            ref = f"fc::f16_to_float({ref})"
+        # The conditional keeps a masked-off element from being read at all (its index may lie
+        # outside the buffer).
+        return ref if mask is None else f"({mask} ? {ref} : {register_type(v.dtype)}(0))"
 
     def constant(self, v: Constant) -> str:
         return cpp_literal(v.value, v.dtype)
@@ -91,6 +99,8 @@ class CppPrinter(CSEPrinter):
             return f"({args[0]} != {args[0]})"
         if name == "logical_not":
             return f"(!{args[0]})"
+        if name == "bitwise_not":
+            return f"static_cast<{register_type(v.dtype)}>(~{args[0]})"
         if name == "where":
             return f"({args[0]} ? {args[1]} : {args[2]})"
         raise NotImplementedError(f"C++ codegen has no primitive {name!r}")

@@ -62,6 +62,23 @@ template <typename T> static inline T remainder(T a, T b) {
     T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
   }
 }
+template <typename T> static inline T fmod(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) { return std::fmod(a, b); }
+  else { if (b == 0) { flag_zero_division(); return 0; } return a % b; }
+}
+// Integer powers by squaring in unsigned arithmetic (wraps like ATen's, without signed-overflow UB);
+// a negative exponent gives 1/a rounded toward zero, as ATen computes it.
+template <typename T> static inline T pow(T a, T b) {
+  if constexpr (std::is_floating_point_v<T>) { return std::pow(a, b); }
+  else {
+    if constexpr (std::is_signed_v<T>) {
+      if (b < 0) { if (a == 1) return 1; if (a == -1) return (b & 1) ? T(-1) : T(1); return 0; }
+    }
+    uint64_t r = 1, x = static_cast<uint64_t>(a), e = static_cast<uint64_t>(b);
+    while (e) { if (e & 1) r *= x; x *= x; e >>= 1; }
+    return static_cast<T>(r);
+  }
+}
 template <typename T> static inline T sign(T a) {
   if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
   return static_cast<T>((T(0) < a) - (a < T(0)));

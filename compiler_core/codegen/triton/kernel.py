@@ -31,13 +31,35 @@ PERSISTENT_MAX_RBLOCK = 16384
 LOOPED_RBLOCK = 2048
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
-          "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|"}
+          "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|", "logical_xor": "!=",
+          "bitwise_and": "&", "bitwise_or": "|", "bitwise_xor": "^"}
 _TL_UNARY = {"exp": "tl.exp", "log": "tl.log", "sqrt": "tl.sqrt", "rsqrt": "tl.rsqrt", "sin": "tl.sin",
              "cos": "tl.cos", "erf": "tl.erf", "floor": "tl.floor", "ceil": "tl.ceil", "abs": "tl.abs",
-             "sigmoid": "tl.sigmoid"}
+             "sigmoid": "tl.sigmoid", "log2": "tl.log2", "exp2": "tl.exp2"}
 # On a real GPU these come from libdevice; the interpreter's libdevice is a stub, so compose them.
 _LIBDEVICE = {"tanh": "libdevice.tanh", "log1p": "libdevice.log1p", "expm1": "libdevice.expm1",
-              "round": "libdevice.nearbyint", "trunc": "libdevice.trunc"}
+              "round": "libdevice.nearbyint", "trunc": "libdevice.trunc", "tan": "libdevice.tan",
+              "asin": "libdevice.asin", "acos": "libdevice.acos", "atan": "libdevice.atan", "sinh": "libdevice.sinh",
+              "cosh": "libdevice.cosh", "asinh": "libdevice.asinh", "acosh": "libdevice.acosh",
+              "atanh": "libdevice.atanh", "log10": "libdevice.log10", "erfc": "libdevice.erfc"}
+_LIBDEVICE_BINARY = {"atan2": "libdevice.atan2", "hypot": "libdevice.hypot", "pow": "libdevice.pow",
+                     "fmod": "libdevice.fmod", "copysign": "libdevice.copysign"}
+# Compositions of `tl` functions for the interpreter (libdevice is a stub there): accurate to a few
+# ulp where the formula is stable, and to ~1e-6 absolute where it cancels (sinh, asinh near 0 use
+# a series; erfc = 1 - erf loses relative precision in its far tail).
+_COMPOSED_UNARY = {
+    "tan": "(tl.sin({0}) / tl.cos({0}))",
+    "atan": "_atan({0})",
+    "asin": "_atan2({0}, tl.sqrt((1.0 - {0}) * (1.0 + {0})))",
+    "acos": "_atan2(tl.sqrt((1.0 - {0}) * (1.0 + {0})), {0})",
+    "sinh": "_sinh({0})",
+    "cosh": "(0.5 * (tl.exp({0}) + tl.exp(-{0})))",
+    "asinh": "_asinh({0})",
+    "acosh": "tl.log({0} + tl.sqrt(({0} - 1.0) * ({0} + 1.0)))",
+    "atanh": "(0.5 * tl.log((1.0 + {0}) / (1.0 - {0})))",
+    "log10": "(tl.log({0}) * 0.4342944819032518)",
+    "erfc": "(1.0 - tl.erf({0}))",
+}
 
 
 def register_dtype(dtype: torch.dtype) -> str:
@@ -50,8 +72,9 @@ class TritonPrinter(CSEPrinter):
         self.mask = mask
         self.interpret = interpret
 
-    def load(self, v: Load) -> str:
-        text = f"tl.load({v.buffer} + {pointer_offset(v.index)}, {self.mask}, other=0)"
+    def load(self, v: Load, mask: str | None = None) -> str:
+        lanes = self.mask if mask is None else f"{self.mask} & {mask}"
+        text = f"tl.load({v.buffer} + {pointer_offset(v.index)}, {lanes}, other=0)"
         return f"{text}.to(tl.float32)" if v.dtype in LOW_PRECISION else text
 
     def constant(self, v: Constant) -> str:
@@ -86,6 +109,33 @@ class TritonPrinter(CSEPrinter):
             return f"{_TL_UNARY[name]}({a[0]})"
         if name in _LIBDEVICE and not self.interpret:
             return f"{_LIBDEVICE[name]}({a[0]})"
+        if name in _LIBDEVICE_BINARY and floating and not self.interpret:
+            return f"{_LIBDEVICE_BINARY[name]}({a[0]}, {a[1]})"
+        if name in _COMPOSED_UNARY:
+            return _COMPOSED_UNARY[name].format(a[0])
+        if name == "atan2":
+            return f"_atan2({a[0]}, {a[1]})"
+        if name == "hypot":
+            return f"tl.sqrt({a[0]} * {a[0]} + {a[1]} * {a[1]})"
+        if name == "pow":
+            # The helpers test their operands elementwise: give a scalar literal a (broadcastable) block.
+            a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+                 for t, x in zip(a, v.args)]
+            return f"_pow({a[0]}, {a[1]})" if floating else f"_int_pow({a[0]}, {a[1]})"
+        if name == "fmod" and floating:
+            q = f"({a[0]} / {a[1]})"
+            rest = f"({a[0]} - tl.where({q} >= 0, tl.floor({q}), tl.ceil({q})) * {a[1]})"
+            # fmod(finite a, +-inf) is a: the quotient formula would give NaN
+            return f"tl.where(tl.abs({a[1]}) == float('inf'), {a[0]} + 0.0 * tl.abs({a[0]}), {rest})"
+        if name == "signbit":
+            bits = "tl.int64" if v.args[0].dtype == torch.float64 else "tl.int32"
+            source = a[0] if v.args[0].dtype in (torch.float32, torch.float64) else f"{a[0]}.to(tl.float32)"
+            return f"({source}.to({bits}, bitcast=True) < 0)"
+        if name == "copysign":
+            bits = "tl.int64" if v.dtype == torch.float64 else "tl.int32"
+            return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, -tl.abs({a[0]}), tl.abs({a[0]}))"
+        if name == "bitwise_not":
+            return f"(~{a[0]})"
         if name == "tanh":
             return f"(2.0 * tl.sigmoid(2.0 * {a[0]}) - 1.0)"
         if name == "log1p":
@@ -112,7 +162,7 @@ class TritonPrinter(CSEPrinter):
         if name == "sign":
             s = f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
             return f"tl.where({a[0]} != {a[0]}, {a[0]}, {s})" if floating else s
-        if name in ("floordiv", "truncdiv", "remainder"):
+        if name in ("floordiv", "truncdiv", "remainder", "fmod"):
             if floating:
                 q = f"({a[0]} / {a[1]})"
                 if name == "floordiv":
@@ -158,6 +208,86 @@ def _int_truncdiv(a, b):
 @triton.jit
 def _int_remainder(a, b):
     return a - _int_floordiv(a, b) * b
+
+
+@triton.jit
+def _int_fmod(a, b):
+    return a - _int_truncdiv(a, b) * b
+
+
+@triton.jit
+def _int_pow(a, b):
+    # By squaring over all 64 exponent bits; negative exponents as ATen: 1/a rounded toward zero.
+    r = a * 0 + 1
+    x = a
+    e = tl.where(b < 0, 0, b)
+    for _ in tl.static_range(64):
+        r = tl.where((e & 1) != 0, r * x, r)
+        x = x * x
+        e = e >> 1
+    odd = (b & 1) != 0
+    negative = tl.where(a == 1, 1, tl.where(a == -1, tl.where(odd, -1, 1), 0))
+    return tl.where(b < 0, negative, r)
+
+
+@triton.jit
+def _pow(a, b):
+    # C pow's special cases, then |a| ** b with the sign of an odd integer power of a negative base.
+    r = tl.exp2(b * tl.log2(tl.abs(a)))
+    integral = tl.floor(b) == b
+    odd = integral & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
+    negative = a.to(tl.float32).to(tl.int32, bitcast=True) < 0  # -0.0 too: pow(-0.0, -1) is -inf
+    r = tl.where(negative & odd, -r, r)
+    finite = (tl.abs(a) != float("inf")) & (tl.abs(b) != float("inf"))
+    r = tl.where((a < 0) & finite & (tl.floor(b) != b), float("nan"), r)
+    r = tl.where(b == 0, 1.0, r)
+    return tl.where(a == 1, 1.0, r)
+
+
+@triton.jit
+def _atan(x):
+    # Cephes' atanf: reduce |x| to [0, tan(pi/8)], then an odd polynomial; |error| ~1e-7.
+    ax = tl.abs(x)
+    big = ax > 2.414213562373095
+    mid = (ax > 0.4142135623730950) & (ax <= 2.414213562373095)
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    t = tl.where(big, -1.0 / ax, tl.where(mid, (ax - 1.0) / (ax + 1.0), ax))
+    z = t * t
+    p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
+    r = base + p
+    return tl.where(x < 0, -r, r)
+
+
+@triton.jit
+def _atan2(y, x):
+    # atan(y / x) moved to the right quadrant; the signs of zeros as C's atan2.
+    safe = tl.where(x == 0, 1.0, x)
+    r = _atan(y / safe)
+    pi = 3.141592653589793
+    sign_y = tl.where(y.to(tl.float32).to(tl.int32, bitcast=True) < 0, -1.0, 1.0)
+    r = tl.where(x < 0, r + sign_y * pi, r)
+    x_negative = x.to(tl.float32).to(tl.int32, bitcast=True) < 0
+    r = tl.where(x == 0, tl.where(y == 0, tl.where(x_negative, sign_y * pi, y * 1.0), sign_y * (pi / 2)), r)
+    inf = float("inf")
+    both_inf = (tl.abs(x) == inf) & (tl.abs(y) == inf)
+    r = tl.where(both_inf, sign_y * tl.where(x > 0, pi / 4, 3 * pi / 4), r)
+    return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def _sinh(x):
+    s = x * x
+    series = x * (1.0 + s * (1.0 / 6.0 + s * (1.0 / 120.0 + s * (1.0 / 5040.0))))
+    return tl.where(tl.abs(x) < 0.5, series, 0.5 * (tl.exp(x) - tl.exp(-x)))
+
+
+@triton.jit
+def _asinh(x):
+    ax = tl.abs(x)
+    s = x * x
+    series = x * (1.0 - s * (1.0 / 6.0 - s * (3.0 / 40.0 - s * (15.0 / 336.0))))
+    r = tl.log(ax + tl.sqrt(s + 1.0))
+    return tl.where(ax < 0.125, series, tl.where(x < 0, -r, r))
 
 
 @triton.jit
