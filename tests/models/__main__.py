@@ -46,6 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     # 10 mantissa bits, so a last-bit difference upstream shows as 1e-3 in a gradient. Off for all.
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cuda.matmul.allow_tf32 = False
+    # cuDNN's default convolution backward algorithms accumulate with atomics, so two runs of one
+    # model differ: in a deep fp32 backward one weight gradient of ours was 4.1e-5 off fp64 in one run
+    # and 1.7e-5 in the next (eager: 1.2e-5). Deterministic algorithms make a row's verdict repeatable.
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
 
     size = args.size or ("large" if args.device == "cuda" else "small")
     entries = {**ZOO, **EXTRA}
