@@ -313,3 +313,12 @@ def test_a_graph_ours_cannot_split_uses_aotautograds_default_partition(monkeypat
     part = s.graphs[0].partition
     assert part.partitioner == "AOTAutograd default" and part.saved_bytes > 0
     assert s.graphs[0].joint is not None
+
+
+def test_joint_graphs_compare_by_identity():
+    # Equality on a summary (num_fwd_outputs) made two different joint graphs equal: unsafe as a key.
+    from compiler_core.autodiff.artifacts import JointGraph
+
+    a = JointGraph(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()), 1, {})
+    b = JointGraph(torch.fx.GraphModule(torch.nn.Module(), torch.fx.Graph()), 1, {})
+    assert a != b and a == a and len({a, b}) == 2
