@@ -200,3 +200,26 @@ def test_loop_graph_draws_kernels_as_clusters():
     dot = g.loops.to_dot(g.schedule.kernel_of())
     assert dot.startswith("digraph") and dot.count("subgraph") == 2
     assert '"arg0_1" -> "buf0"' in dot
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_kernel_whose_result_nobody_reads_is_not_generated(backend):
+    # An empty_like whose result is unused, a clone overwritten by zero_: a kernel with nothing to
+    # write printed as `k.name(, NTHREADS)`, a SyntaxError that sent the whole graph to eager.
+    cases = [(lambda x: x.clone().zero_(), (torch.randn(3),)),
+             (lambda x, y: F.hinge_embedding_loss(x, y), (torch.randn(4), torch.tensor([1.0, -1.0, 1.0, -1.0])))]
+    for fn, args in cases:
+        s = _explain(fn, *args, backend=backend)
+        record = s.graphs[0]
+        dead = [g.name for g in record.schedule.groups if g.kind != "extern" and not g.materialized]
+        assert dead and not {k.name for k in record.kernels} & set(dead)
+        assert "nothing reads its result, no kernel" in record.wrapper.source
+        torch._dynamo.reset()
+        torch.testing.assert_close(cc.compile(fn, backend=backend)(*args), fn(*args))
+
+
+def test_explorer_renders_a_program_with_a_dead_kernel():
+    from explorer import explore
+
+    view = explore(lambda x: x.clone().zero_() + 1, torch.randn(3), repeats=0)
+    assert all(html for html in view.sections.values())

@@ -25,15 +25,21 @@ from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
-from compiler_core.schedule.artifacts import MemoryPlan, Schedule
+from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
 from compiler_core.schedule.memory import OUT_VARIANTS
+
+
+def is_dead(group: FusionGroup) -> bool:
+    """A kernel that writes nothing (its values are read by no one: an `empty_like` whose result is
+    never used, a clone overwritten by `zero_`) computes nothing anyone sees: it gets no kernel."""
+    return group.kind != "extern" and not group.materialized
 
 
 def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
     plans = []
     for group in sched.groups:
-        if group.kind == "extern":
+        if group.kind == "extern" or is_dead(group):
             continue
         reduction = next((graph.node(n) for n in group.nodes if graph.node(n).kind == "reduction"), None)
         space = Space.of(reduction) if reduction is not None else Space(group.x_ranges)
@@ -51,7 +57,7 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
         interpret = graph.device != "cuda"
         def generate(plan: KernelPlan) -> KernelSource:
             return generate_triton_kernel(plan, interpret=interpret)
-    kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.kind != "extern")
+    kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.name in plans)
     return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
                                  check_kernels=check_kernels)
 
@@ -153,8 +159,10 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
     donors = set(reuse.values())  # kept until their storage is handed on
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
-        out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
-        if group.kind == "extern":
+        if is_dead(group):
+            out.append(Comment(f"{group.name}: {', '.join(group.origins)}: nothing reads its result, no kernel"))
+        elif group.kind == "extern":
+            out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             node = graph.node(group.nodes[0])
             if node.result_slots:
                 slots = tuple(None if s is None else buffers[s] for s in node.result_slots)
@@ -169,6 +177,7 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
             if check_memory:
                 out += [CheckFresh(b.name, same_storage(b.name)) for b in slots if b is not None]
         else:
+            out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             for name in group.materialized:
                 out.append(Reuse(buffers[name], reuse[name]) if name in reuse else Allocate(buffers[name]))
                 if check_memory:
