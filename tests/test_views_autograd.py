@@ -190,3 +190,14 @@ def test_aotautograds_default_partition_is_shown_without_a_curve(monkeypatch):
     text = page_text(markup)
     assert "No sweep" in text and "our partitioner could not split this graph: NotImplementedError" in text
     assert "joint graph cut by" in markup  # drawn by the joint's own forward/backward roles
+
+
+def test_a_joint_graph_past_the_drawing_limit_gets_the_summary_only(gpt2_view, monkeypatch):
+    # Graphviz took 18 s (over 3 minutes on a busy machine) on a 2-layer GPT-2's 413-node joint graph.
+    import explorer.views.autograd as autograd_view
+
+    monkeypatch.setattr(autograd_view, "MAX_DRAWN", 100)
+    model = autograd_model(gpt2_view.session.graphs[0])
+    markup = expand_pictures(graph_section(model))
+    assert "too many to draw in reasonable time" in page_text(markup)
+    assert "the cut, collapsed" in markup and "joint graph cut by" not in markup

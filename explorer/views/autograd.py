@@ -29,7 +29,10 @@ from explorer.render.plot import figure_to_svg, new_figure
 from explorer.render.svg import dot_to_svg
 
 COLLAPSE_AT = 80  # joint graphs with more nodes are summarised first, the full drawing in a scroll pane
-MAX_DRAWN = 1500  # beyond this, Graphviz takes minutes: the tables alone
+# Beyond this, only the summary is drawn: Graphviz's layout grows much faster than the node count
+# (a 2-layer GPT-2's joint graph, 413 nodes, took 18 s on an idle 2-core CPU and over 3 minutes on a
+# busy one; the GPT-2 block of the tests, 230 nodes, about a second).
+MAX_DRAWN = 300
 # Fill by where a node runs after the split (the cut), as in JointGraph.to_dot's palette.
 FILLS = {"forward": "#aec7e8", "backward": "#ffbb78", "both": "#aec7e8", PRIMAL: "#e8f0fe", TANGENT: "#fce8e6",
          "": "#f1f3f4", "output": "#e6f4ea"}
@@ -284,8 +287,10 @@ def drawing(model: AutogradModel) -> str:
         return '<p class="fxe-note">The joint graph was not recorded (the partition came from AOTAutograd).</p>'
     count = len(joint.roles)
     if count > MAX_DRAWN:
-        return (f'<p class="fxe-note">The joint graph has {count:,} nodes: too many to draw; the tables below list '
-                "everything the cut decided.</p>" + f'<div class="fxe-graph">{dot_to_svg(summary_dot(model))}</div>')
+        return (f'<p class="fxe-note">The joint graph has {count:,} nodes: too many to draw in reasonable time (the '
+                f"limit is explorer.views.autograd.MAX_DRAWN = {MAX_DRAWN}); the summary is below, and the tables "
+                "and the joint graph as code list everything the cut decided.</p>"
+                + f'<div class="fxe-graph">{dot_to_svg(summary_dot(model))}</div>')
     full = dot_to_svg(joint_dot(model))
     if count <= COLLAPSE_AT:
         return f'<div class="fxe-graph">{full}</div>'
