@@ -21,6 +21,7 @@ from explorer.render.html import Markup, esc, panel, plural, tabbed, table, writ
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_tree
+from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
@@ -113,7 +114,8 @@ class ExplorerView:
 
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
-        """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why") -> widget,
+        """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
+        or for the Stepper tab "back" | "next" | "counter" | "step") -> widget,
         for tests and notebooks."""
         _ = self.tab  # building the tab makes them
         return self._controls
@@ -146,10 +148,39 @@ class ExplorerView:
                 controls += [search, results]
             if title == "Fusion" and self.fx_node_choices():
                 controls += self._why_fused_controls(widgets)
+            if title == "Stepper" and self.steps:
+                controls, body = self._stepper_controls(widgets), self._controls[("Stepper", "step")]
             children.append(widgets.VBox(controls + [body]) if controls else body)
         tab = widgets.Tab(children=children)
         tab.titles = self.tab_titles
         return tab
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        """The pipeline one stage at a time (the Stepper tab): `for s in view.steps: print(s.title, s.changed)`."""
+        return pipeline_steps(self.session)
+
+    def _stepper_controls(self, widgets: Any) -> list:
+        """Back / Next and a step counter; the body shows one step at a time."""
+        back = widgets.Button(description="Back", icon="arrow-left")
+        forward = widgets.Button(description="Next", icon="arrow-right")
+        counter = widgets.Label()
+        body = widgets.HTML()
+        position = {"index": 0}
+
+        def show(index: int) -> None:
+            position["index"] = index = max(0, min(index, len(self.steps) - 1))
+            step = self.steps[index]
+            counter.value = f"step {index + 1} of {len(self.steps)}: {step.title}"
+            body.value = panel(step_html(step, len(self.steps)))
+            back.disabled, forward.disabled = index == 0, index == len(self.steps) - 1
+
+        back.on_click(lambda _button: show(position["index"] - 1))
+        forward.on_click(lambda _button: show(position["index"] + 1))
+        show(0)
+        self._controls.update({("Stepper", "back"): back, ("Stepper", "next"): forward,
+                               ("Stepper", "counter"): counter, ("Stepper", "step"): body})
+        return [widgets.HBox([back, forward, counter])]
 
     def _why_fused_controls(self, widgets: Any) -> list:
         """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""
