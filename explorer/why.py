@@ -58,9 +58,8 @@ def why_fused(session: CompileSession, a: str, b: str, graph: Optional[int] = No
 
         why_fused(session, "exp", "add")   # "exp and add are both in kernel fused_exp_add_0."
     """
-    records = [r for r in session.all_records() if r.prims is not None and r.schedule is not None]
-    if graph is not None:
-        records = [session.all_records()[graph]]
+    records = session.all_records() if graph is None else [session.all_records()[graph]]
+    records = [r for r in records if r.prims is not None and r.schedule is not None]  # fallbacks: no kernels
     names_of = [set(_fx_names(r)) for r in records]
     for name in (a, b):
         if not any(name in names for names in names_of):
