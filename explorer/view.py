@@ -21,6 +21,8 @@ from explorer.render.html import Markup, esc, panel, plural, tabbed, table, writ
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_tree
+from explorer.views.stepper import Step, pipeline_steps, step_html
+from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
@@ -71,6 +73,31 @@ class ExplorerView:
                 found += [(where, "kernel", k) for k in kernel_tree(record).find(query)]
         return found
 
+    def why_fused(self, a: str, b: str, graph: int | None = None) -> WhyFused:
+        """Whether FX nodes `a` and `b` (as the Fusion tab's graph names them) run in one kernel, and why
+        not, from the scheduler's decision log: `print(view.why_fused("sum_1", "sum_2"))`."""
+        return why_fused(self.session, a, b, graph)
+
+    def fx_node_choices(self) -> list[tuple[str, tuple[int, str]]]:
+        """(label, (graph index, FX node)) for every node a kernel computes: the why-fused dropdowns."""
+        records = self.session.all_records()
+        choices = []
+        for i, record in enumerate(records):
+            where = "" if len(records) == 1 else f"  (graph {record.captured.index}" + (
+                ", backward)" if record.part == "backward" else ")")
+            choices += [(name + where, (i, name)) for name in computed_nodes(record)]
+        return choices
+
+    def why_fused_html(self, a: tuple[int, str] | None, b: tuple[int, str] | None) -> str:
+        if a is None or b is None:
+            return ""
+        records = self.session.all_records()
+        if a[0] != b[0]:
+            answer = in_other_graphs(a[1], records[a[0]], b[1], records[b[0]])
+        else:
+            answer = why_fused(self.session, a[1], b[1], graph=a[0])
+        return f"<p>{esc(answer)}</p>"
+
     def search_html(self, query: str) -> str:
         if not query.strip():
             return ""
@@ -87,7 +114,9 @@ class ExplorerView:
 
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
-        """(tab title, "zoom" | "search" | "results" | "body") -> widget, for tests and notebooks."""
+        """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
+        or for the Stepper tab "back" | "next" | "counter" | "step") -> widget,
+        for tests and notebooks."""
         _ = self.tab  # building the tab makes them
         return self._controls
 
@@ -117,10 +146,58 @@ class ExplorerView:
                 self._controls[(title, "search")] = search
                 self._controls[(title, "results")] = results
                 controls += [search, results]
+            if title == "Fusion" and self.fx_node_choices():
+                controls += self._why_fused_controls(widgets)
+            if title == "Stepper" and self.steps:
+                controls, body = self._stepper_controls(widgets), self._controls[("Stepper", "step")]
             children.append(widgets.VBox(controls + [body]) if controls else body)
         tab = widgets.Tab(children=children)
         tab.titles = self.tab_titles
         return tab
+
+    @cached_property
+    def steps(self) -> list[Step]:
+        """The pipeline one stage at a time (the Stepper tab): `for s in view.steps: print(s.title, s.changed)`."""
+        return pipeline_steps(self.session)
+
+    def _stepper_controls(self, widgets: Any) -> list:
+        """Back / Next and a step counter; the body shows one step at a time."""
+        back = widgets.Button(description="Back", icon="arrow-left")
+        forward = widgets.Button(description="Next", icon="arrow-right")
+        counter = widgets.Label()
+        body = widgets.HTML()
+        position = {"index": 0}
+
+        def show(index: int) -> None:
+            position["index"] = index = max(0, min(index, len(self.steps) - 1))
+            step = self.steps[index]
+            counter.value = f"step {index + 1} of {len(self.steps)}: {step.title}"
+            body.value = panel(step_html(step, len(self.steps)))
+            back.disabled, forward.disabled = index == 0, index == len(self.steps) - 1
+
+        back.on_click(lambda _button: show(position["index"] - 1))
+        forward.on_click(lambda _button: show(position["index"] + 1))
+        show(0)
+        self._controls.update({("Stepper", "back"): back, ("Stepper", "next"): forward,
+                               ("Stepper", "counter"): counter, ("Stepper", "step"): body})
+        return [widgets.HBox([back, forward, counter])]
+
+    def _why_fused_controls(self, widgets: Any) -> list:
+        """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""
+        choices = self.fx_node_choices()
+        first = widgets.Dropdown(options=choices, value=choices[0][1], description="why fused")
+        second = widgets.Dropdown(options=choices, value=choices[-1][1], description="with")
+        answer = widgets.HTML()
+
+        def update(_change: Any = None) -> None:
+            answer.value = panel(self.why_fused_html(first.value, second.value))
+
+        first.observe(update, names="value")
+        second.observe(update, names="value")
+        update()
+        self._controls.update({("Fusion", "why_a"): first, ("Fusion", "why_b"): second,
+                               ("Fusion", "why"): answer})
+        return [widgets.HBox([first, second]), answer]
 
     @cached_property
     def widget(self) -> Any:

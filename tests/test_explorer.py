@@ -25,7 +25,8 @@ from explorer.report import ReportError, load_target
 from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TABS = ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary")
+TABS = ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary",
+        "Stepper")
 
 
 def softmax(x):

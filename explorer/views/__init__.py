@@ -3,7 +3,19 @@
     for title, render in VIEWS: html = render(exploration)
 """
 
-from explorer.views import autograd, capture, compare, fusion, graph, kernels, memory, roofline, summary, timing
+from explorer.views import (
+    autograd,
+    capture,
+    compare,
+    fusion,
+    graph,
+    kernels,
+    memory,
+    roofline,
+    stepper,
+    summary,
+    timing,
+)
 
 # Tab order: from what was captured (and, training, how forward and backward were split), to what it
 # became, to what it costs.
@@ -18,6 +30,7 @@ VIEWS = (
     ("Roofline", roofline.render),
     ("Timing", timing.render),
     ("Summary", summary.render),
+    ("Stepper", stepper.render),
 )
 
 __all__ = ["VIEWS"]

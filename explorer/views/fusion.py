@@ -15,6 +15,7 @@ from explorer.hierarchy import ModuleGroup, NodeRow, module_tree, node_rows
 from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
 from explorer.render.svg import dot_to_svg
+from explorer.why import refusals
 
 # Light fills (the tab10 palette's pastel half), so labels stay readable on top.
 PALETTE = ("#aec7e8", "#ffbb78", "#98df8a", "#ff9896", "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
@@ -65,6 +66,14 @@ def render_record(record: GraphRecord, title: str) -> str:
         parts.append(details(f"{len(schedule.decisions)} fusion decisions (every pair considered, with the reason)",
                              table(["producer side", "consumer side", "verdict", "reason", "bytes saved"],
                                    decision_rows, numeric=(4,))))
+    refused = refusals(record)
+    if refused:
+        rows = [(Markup(f"<code>{esc(r.a)}</code>"), Markup(f"<code>{esc(r.b)}</code>"), ", ".join(r.kernels_a),
+                 ", ".join(r.kernels_b), r.reason) for r in refused]
+        parts.append(details(f"why not in one kernel: {plural(len(refused), 'pair')} of FX nodes the scheduler "
+                             "refused to fuse (view.why_fused(a, b) answers for any two)",
+                             table(["FX node", "FX node", "its kernel", "the other's kernel", "refused because"],
+                                   rows)))
     if record.loops is not None:
         parts.append(details("loop IR (one loop nest per node)", f"<pre>{esc(record.loops.pretty())}</pre>"))
     if record.memory is not None:
