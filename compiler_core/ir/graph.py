@@ -8,6 +8,7 @@ reduction: the value fed to the combine), `store_index` the flat offset written 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from math import prod
 from typing import Optional
 
@@ -140,7 +141,8 @@ class LoopNode:
     may_alias: tuple[str, ...] = ()
     source_fn: str = ""  # the user-level function it came from ("layer_norm", "gelu", "add"...)
 
-    @property
+    # Derived from the frozen fields and asked for in the scheduler's loops: computed once per node.
+    @cached_property
     def reads(self) -> tuple[MemoryDep, ...]:
         if self.kind == "extern":
             return tuple(MemoryDep(b, Index.of(0)) for b in self.extern_inputs)
@@ -152,7 +154,7 @@ class LoopNode:
             return tuple(MemoryDep(b.name, Index.of(0)) for b in (self.output, *self.extra_outputs))
         return (MemoryDep(self.output.name, self.store_index),)
 
-    @property
+    @cached_property
     def input_buffers(self) -> tuple[str, ...]:
         return tuple(dict.fromkeys(d.buffer for d in self.reads))
 
@@ -180,10 +182,12 @@ class LoopGraph:
     values: dict = field(default_factory=dict, compare=False)
 
     def node(self, name: str) -> LoopNode:
-        for n in self.nodes:
-            if n.name == name:
-                return n
-        raise KeyError(name)
+        return self._node_by_name[name]
+
+    @cached_property
+    def _node_by_name(self) -> dict[str, LoopNode]:
+        # A lookup per name, not a scan: the scheduler and codegen ask for nodes by name in loops.
+        return {n.name: n for n in self.nodes}
 
     def producers(self) -> dict[str, LoopNode]:
         out = {}

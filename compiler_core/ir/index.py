@@ -13,6 +13,7 @@ expressions are built, using the known size of each variable, so that
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from math import gcd
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
@@ -41,6 +42,7 @@ class Mod:
 Atom = Union[Var, FloorDiv, Mod]
 
 
+@lru_cache(maxsize=1 << 16)  # repr of a nested atom is slow, and the same atoms are sorted again and again
 def _atom_key(atom: Atom) -> tuple:
     # A total order over atoms of different kinds keeps terms canonical (for equality and printing).
     kind = {Var: 0, FloorDiv: 1, Mod: 2}[type(atom)]
@@ -67,7 +69,9 @@ class Index:
     def _build(coefs: dict, const: int) -> "Index":
         coefs, extra_const = _fold_div_mod_pairs(dict(coefs))
         const += extra_const
-        terms = tuple(sorted(((a, c) for a, c in coefs.items() if c != 0), key=lambda t: _atom_key(t[0])))
+        terms = tuple((a, c) for a, c in coefs.items() if c != 0)
+        if len(terms) > 1:
+            terms = tuple(sorted(terms, key=lambda t: _atom_key(t[0])))
         return Index(terms, int(const))
 
     def __add__(self, other: "Index | int") -> "Index":
@@ -84,6 +88,8 @@ class Index:
             if factor.terms:
                 raise ValueError("index expressions stay affine: multiply by an integer only")
             factor = factor.const
+        if factor == 1:
+            return self
         return Index._build({a: c * factor for a, c in self.terms}, self.const * factor)
 
     __rmul__ = __mul__
@@ -115,7 +121,9 @@ class Index:
 
     # ---- transformation -----------------------------------------------------------------
     def subs(self, mapping: Mapping[str, "Index"], ranges: Ranges = NO_RANGES) -> "Index":
-        result = Index.of(self.const)
+        # One sum built at the end, not one Index per term: subs runs for every load of every plan.
+        coefs: dict = {}
+        const = self.const
         for atom, coef in self.terms:
             if isinstance(atom, Var):
                 value = mapping.get(atom.name, Index.var(atom.name))
@@ -123,8 +131,10 @@ class Index:
                 value = floordiv(atom.arg.subs(mapping, ranges), atom.divisor, ranges)
             else:
                 value = mod(atom.arg.subs(mapping, ranges), atom.divisor, ranges)
-            result = result + value * coef
-        return result
+            for a, c in value.terms:
+                coefs[a] = coefs.get(a, 0) + c * coef
+            const += value.const * coef
+        return Index._build(coefs, const)
 
     def simplify(self, ranges: Ranges) -> "Index":
         return self.subs({}, ranges)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 
 @dataclass(frozen=True)
@@ -53,10 +54,11 @@ class Schedule:
         return {n: g.name for g in self.groups for n in g.nodes}
 
     def group_of(self, node: str) -> FusionGroup:
-        for g in self.groups:
-            if node in g.nodes:
-                return g
-        raise KeyError(node)
+        return self._group_by_node[node]
+
+    @cached_property
+    def _group_by_node(self) -> dict[str, FusionGroup]:
+        return {n: g for g in self.groups for n in g.nodes}
 
     def pretty(self) -> str:
         lines = ["# groups (execution order)"] + [g.pretty() for g in self.groups]

@@ -33,7 +33,11 @@ MM_REASON = "matmul runs in cuBLAS/oneDNN (extern call); its bias add runs in th
 
 def schedule_with_epilogues(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
     """Split each addmm whose bias add can fuse with its consumers; schedule the result."""
-    candidates = [n.name for n in graph.nodes if _splittable(graph, n)]
+    readers: dict[str, list[LoopNode]] = {}  # buffer -> nodes reading it
+    for n in graph.nodes:
+        for b in n.input_buffers:
+            readers.setdefault(b, []).append(n)
+    candidates = [n.name for n in graph.nodes if _splittable(n, readers.get(n.output.name, ()))]
     if not candidates:
         return graph, schedule(graph)
     trial = split_addmm(graph, candidates)
@@ -41,7 +45,8 @@ def schedule_with_epilogues(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
     kept = [name for name in candidates if _bias_add_fused(trial, trial_sched, name)]
     final = split_addmm(graph, kept) if kept != candidates else trial
     sched = trial_sched if kept == candidates else schedule(final)
-    notes = tuple(_decision(graph, name, name in kept) for name in candidates)
+    notes = tuple(_decision(name, readers.get(graph.node(name).output.name, ()), name in kept)
+                  for name in candidates)
     return final, dataclasses.replace(sched, decisions=notes + sched.decisions)
 
 
@@ -64,7 +69,7 @@ def split_addmm(graph: LoopGraph, names: list[str]) -> LoopGraph:
     return dataclasses.replace(graph, nodes=tuple(nodes))
 
 
-def _splittable(graph: LoopGraph, node: LoopNode) -> bool:
+def _splittable(node: LoopNode, readers: list[LoopNode]) -> bool:
     """An addmm computing bias + x @ w exactly (beta = alpha = 1), into a dense 2-D buffer, whose result a
     pointwise or reduction node reads."""
     if node.kind != "extern" or node.extern.target != ADDMM or len(node.extern.args) != 3:
@@ -76,7 +81,7 @@ def _splittable(graph: LoopGraph, node: LoopNode) -> bool:
         return False
     if not node.output.layout.is_dense() or node.output.dtype != bias.dtype:
         return False
-    return any(node.output.name in n.input_buffers for n in graph.nodes if n.kind != "extern")
+    return any(n.kind != "extern" for n in readers)
 
 
 def _split(node: LoopNode, mm_name: str) -> list[LoopNode]:
@@ -116,9 +121,8 @@ def _bias_add_fused(graph: LoopGraph, sched: Schedule, name: str) -> bool:
     return fused and buffer not in group.materialized
 
 
-def _decision(graph: LoopGraph, name: str, split: bool) -> FusionDecision:
-    node = graph.node(name)
-    readers = tuple(n.name for n in graph.nodes if node.output.name in n.input_buffers)
+def _decision(name: str, reader_nodes: list[LoopNode], split: bool) -> FusionDecision:
+    readers = tuple(n.name for n in reader_nodes)
     if split:
         reason = "epilogue: addmm split into an extern mm and a bias add that runs in the kernel of its readers"
     else:

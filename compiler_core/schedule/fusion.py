@@ -16,6 +16,7 @@ dependency.
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import dataclass
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
@@ -27,7 +28,7 @@ SIBLING_LIMIT = 8  # sibling groups of one buffer considered pairwise
 
 @dataclass
 class _Group:
-    members: list[str]  # topological order
+    members: list[str]  # topological order: members[0] is the earliest node
     space: Space
     kind: str  # "pointwise" | "reduction" | "extern"
 
@@ -54,8 +55,12 @@ class _Scheduler:
                 self.buffer_readers.setdefault(b, set()).add(n.name)
         self.buffer_bytes = {b.name: b.nbytes for b in graph.inputs}
         self.buffer_bytes.update({b.name: b.nbytes for n in graph.nodes for b in (n.output, *n.extra_outputs)})
-        self.groups: list[_Group] = [
+        # The groups in a topological order (`None` where a merge left a hole), kept valid through every
+        # merge, so the cycle check walks only the groups between a pair, not everything downstream.
+        self.topo: list[_Group | None] = [
             _Group([n.name], Space.of(n) if n.kind != "extern" else Space(()), n.kind) for n in graph.nodes]
+        self.position = {id(g): i for i, g in enumerate(self.topo)}
+        self.group_of: dict[str, _Group] = {g.members[0]: g for g in self.topo}
         self.decisions: dict[tuple, FusionDecision] = {}
         # Whether a set of nodes forms one kernel depends on those nodes alone: build each plan once.
         self.plan_verdicts: dict[tuple[tuple[str, ...], Space], str | None] = {}
@@ -64,6 +69,7 @@ class _Scheduler:
     # ---- main loop ----------------------------------------------------------------------
     def run(self) -> Schedule:
         while True:
+            self._compact()
             legal = []
             self.merged_space.clear()
             for a, b in self._candidate_pairs():
@@ -88,13 +94,18 @@ class _Scheduler:
         return Schedule(groups=tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
                         decisions=tuple(self.decisions.values()))
 
-    def _group_of(self) -> dict[str, _Group]:
-        return {m: g for g in self.groups for m in g.members}
+    @property
+    def groups(self) -> list[_Group]:
+        return [g for g in self.topo if g is not None]
+
+    def _compact(self) -> None:
+        self.topo = self.groups
+        self.position = {id(g): i for i, g in enumerate(self.topo)}
 
     def _candidate_pairs(self) -> list[tuple[_Group, _Group]]:
         """Producer/consumer pairs, then siblings: groups of one iteration space reading a common
         buffer (fusing them reads it once)."""
-        group_of = self._group_of()
+        group_of = self.group_of
         pairs, seen = [], set()
 
         def add(a: _Group, b: _Group) -> None:
@@ -109,7 +120,7 @@ class _Scheduler:
             groups = list({id(group_of[n]): group_of[n] for n in reader_nodes}.values())
             if len(groups) > SIBLING_LIMIT:
                 continue  # e.g. hundreds of slices of one tensor: not worth the pairwise search
-            groups.sort(key=lambda g: min(self.order[m] for m in g.members))
+            groups.sort(key=lambda g: self.order[g.members[0]])
             for i, a in enumerate(groups):
                 for b in groups[i + 1:]:
                     if a.kind != "extern" and b.kind != "extern" and a.space == b.space:
@@ -182,22 +193,25 @@ class _Scheduler:
         return self._node_between(a, b) is not None
 
     def _node_between(self, a: _Group, b: _Group) -> str | None:
-        """A node outside the pair that depends on one group and feeds the other, or None."""
-        group_of = self._group_of()
-        pair = set(a.members) | set(b.members)
-        # Walk forward from the pair through outside nodes; reaching the pair again is a cycle.
-        frontier = [r for m in pair for r in self.readers.get(m, ()) if r not in pair]
-        seen = set()
+        """A node outside the pair that depends on one group and feeds the other, or None.
+
+        Walks forward from the pair through outside groups; reaching the pair again is a cycle. A path
+        back into the pair runs through groups placed before the later of the two in the topological
+        order, so groups placed after it are never walked (the walk stays near the pair)."""
+        limit = max(self.position[id(a)], self.position[id(b)])
+        seen = {id(a), id(b)}
+        frontier = [self.group_of[r] for g in (a, b) for m in g.members for r in self.readers.get(m, ())]
         while frontier:
-            n = frontier.pop()
-            if n in seen:
+            g = frontier.pop()
+            if id(g) in seen or self.position[id(g)] > limit:
                 continue
-            seen.add(n)
-            for m in group_of[n].members:
+            seen.add(id(g))
+            for m in g.members:
                 for r in self.readers.get(m, ()):
-                    if r in pair:
-                        return n
-                    frontier.append(r)
+                    reader = self.group_of[r]
+                    if reader is a or reader is b:
+                        return m
+                    frontier.append(reader)
         return None
 
     def _materialized(self, members: list[str]) -> set[str]:
@@ -233,31 +247,61 @@ class _Scheduler:
         space = self.merged_space[(id(a), id(b))]
         kind = "reduction" if space.is_reduction else "pointwise"
         merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
-        self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
+        for m in merged.members:
+            self.group_of[m] = merged
+        self._reorder(a, b, merged)
         return merged
 
+    def _reorder(self, a: _Group, b: _Group, merged: _Group) -> None:
+        """Keep `topo` a topological order: `merged` takes the later of the pair's places, and the groups
+        between the two that depend on the earlier one move after it (none of them feeds the later one:
+        that would be a cycle, refused before merging). Only the stretch between the pair changes."""
+        lo, hi = sorted((self.position.pop(id(a)), self.position.pop(id(b))))
+        first = self.topo[lo]
+        after: set[int] = set()
+        stack = [first]
+        while stack:
+            g = stack.pop()
+            for m in g.members:
+                for r in self.readers.get(m, ()):
+                    h = self.group_of[r]
+                    if id(h) not in after and lo < self.position.get(id(h), -1) < hi:
+                        after.add(id(h))
+                        stack.append(h)
+        between = [g for g in self.topo[lo + 1:hi] if g is not None]
+        stretch = [g for g in between if id(g) not in after] + [merged] + [g for g in between if id(g) in after]
+        stretch = [None] * (hi - lo + 1 - len(stretch)) + stretch
+        self.topo[lo:hi + 1] = stretch
+        for i, g in enumerate(stretch, start=lo):
+            if g is not None:
+                self.position[id(g)] = i
+
     def _ordered_groups(self) -> list[_Group]:
-        """Groups in an order that respects data dependencies (Kahn's algorithm, stable by node order)."""
-        group_of = self._group_of()
-        deps = {id(g): set() for g in self.groups}
-        for g in self.groups:
+        """Groups in an order that respects data dependencies (Kahn's algorithm; of the groups ready, the
+        one with the earliest node first)."""
+        groups = self.groups
+        first_node = {id(g): self.order[g.members[0]] for g in groups}
+        waiting_on = {id(g): set() for g in groups}
+        feeds: dict[int, list[_Group]] = {id(g): [] for g in groups}
+        for g in groups:
             for m in g.members:
                 for b in self.nodes[m].input_buffers:
                     p = self.producer_of.get(b)
-                    if p is not None and group_of[p] is not g:
-                        deps[id(g)].add(id(group_of[p]))
-        done: set[int] = set()
+                    if p is not None and self.group_of[p] is not g and id(self.group_of[p]) not in waiting_on[id(g)]:
+                        waiting_on[id(g)].add(id(self.group_of[p]))
+                        feeds[id(self.group_of[p])].append(g)
+        ready = [(first_node[id(g)], id(g), g) for g in groups if not waiting_on[id(g)]]
+        heapq.heapify(ready)
         ordered: list[_Group] = []
-        remaining = sorted(self.groups, key=lambda g: min(self.order[m] for m in g.members))
-        while remaining:
-            for g in remaining:
-                if deps[id(g)] <= done:
-                    ordered.append(g)
-                    done.add(id(g))
-                    remaining.remove(g)
-                    break
-            else:
-                raise RuntimeError("fusion produced a cycle between kernels")
+        while ready:
+            _, _, g = heapq.heappop(ready)
+            ordered.append(g)
+            for h in feeds[id(g)]:
+                waiting_on[id(h)].discard(id(g))
+                if not waiting_on[id(h)]:
+                    heapq.heappush(ready, (first_node[id(h)], id(h), h))
+        if len(ordered) != len(groups):
+            raise RuntimeError("fusion produced a cycle between kernels")
         return ordered
 
     def _finish(self, g: _Group, index: int) -> FusionGroup:
