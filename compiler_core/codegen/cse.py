@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value
+from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value
 
 
 class CSEPrinter:
@@ -33,6 +33,10 @@ class CSEPrinter:
         text = self.render(value)
         if isinstance(value, (Constant, ReductionResult)) or text in self.cache.values():
             return text
+        return self.named(text, value)
+
+    def named(self, text: str, value: Value) -> str:
+        """A temporary holding `text` (one per distinct text)."""
         if text in self.cache:
             return self.cache[text]
         name = f"{self.prefix}{self.counter}"
@@ -43,7 +47,12 @@ class CSEPrinter:
 
     def render(self, value: Value) -> str:
         if isinstance(value, Load):
-            return self.load(value) if value.mask is None else self.load(value, self.emit(value.mask))
+            mask = None if value.mask is None else self.emit(value.mask)
+            if not value.indirect:
+                return self.load(value, mask)
+            # Each position wrapped and bounds-checked once, into a temporary the address then uses.
+            positions = [self.named(self.position(t, self.emit(t.value), mask), t.value) for t in value.indirect]
+            return self.load(value, mask, positions)
         if isinstance(value, Constant):
             return self.constant(value)
         if isinstance(value, IndexValue):
@@ -56,7 +65,11 @@ class CSEPrinter:
         return self.op(value, [self.emit(a) for a in value.args])
 
     # ---- supplied by each backend -------------------------------------------------------
-    def load(self, value: Load, mask: str | None = None) -> str: ...  # mask: a bool temporary
+    def load(self, value: Load, mask: str | None = None, positions: list[str] | None = None) -> str: ...
+    # mask: a bool temporary; positions: checked int64 temporaries, one per value.indirect entry
+
+    def position(self, term: IndirectIndex, value: str, mask: str | None) -> str: ...
+    # the wrapped, bounds-checked position of `term` (whose value is the temporary `value`)
     def constant(self, value: Constant) -> str: ...
     def index_value(self, value: IndexValue) -> str: ...
     def reduction_result(self, value: ReductionResult) -> str: ...

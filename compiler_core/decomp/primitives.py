@@ -86,7 +86,8 @@ REDUCTIONS: dict[str, str] = {
 }
 
 OTHER: dict[str, str] = {
-    "load": "read buffer[index]; index is an affine expression of the loop variables with // and %",
+    "load": "read buffer[index]; index is an affine expression of the loop variables with // and %, plus for an "
+            "indirect load (gather, index, embedding) positions read from other buffers, each times a stride",
     "store": "write buffer[index] = value",
     "cast": "convert to another dtype (bool -> 0/1, float -> int truncates)",
     "constant": "a scalar literal",

@@ -121,6 +121,9 @@ POINTWISE_OPS = {
     aten.isposinf: "isposinf", aten.isneginf: "isneginf", aten.fmax: "fmax", aten.fmin: "fmin",
     # index arithmetic: each output element reads one input element (masked where it may not exist)
     aten.cat: "cat", aten.constant_pad_nd: "constant_pad", aten.flip: "flip", aten.roll: "roll",
+    # indirect loads: each output element reads one input element at a position read from an index tensor
+    aten.gather: "gather", aten.index: "index_tensor", aten._unsafe_index: "index_tensor",
+    aten.index_select: "index_select", aten.embedding: "embedding", aten.take: "take",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}

@@ -17,6 +17,25 @@ import torch
 
 from compiler_core.ir.index import Index
 
+# Error codes of an index out of range (runtime/kernel_errors.ERRORS says which exception each is):
+INDEX_ERROR = 2  # IndexError, as eager's index, index_select, embedding and take raise
+GATHER_ERROR = 3  # RuntimeError, as eager's gather raises
+
+
+@dataclass(frozen=True)
+class IndirectIndex:
+    """A position read from a tensor (gather, index, embedding): `value`, an int64 value, picks one of
+    `size` elements `stride` apart.  With `wrap` a negative position counts from the end (index, take;
+    gather, index_select and embedding refuse one, as in ATen).  A position out of range reads
+    element 0 instead and sets the kernel error flag to `error`, so the runtime raises eager's error
+    after the call."""
+
+    value: "Value"
+    size: int
+    stride: int
+    error: int
+    wrap: bool
+
 
 @dataclass(frozen=True)
 class Load:
@@ -26,6 +45,9 @@ class Load:
     # A bool value: where it is false nothing is read and the load gives 0 (cat, constant_pad_nd read
     # each input only inside its own region; the index is out of the buffer elsewhere).
     mask: Optional["Value"] = None
+    # An indirect load reads buffer[index + sum(position * stride)], positions loaded from other
+    # buffers: those loads are children of this one, so readers of the tree see every buffer read.
+    indirect: tuple[IndirectIndex, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -71,8 +93,8 @@ def children(value: Value) -> tuple[Value, ...]:
         return value.args
     if isinstance(value, Cast):
         return (value.arg,)
-    if isinstance(value, Load) and value.mask is not None:
-        return (value.mask,)
+    if isinstance(value, Load):
+        return ((value.mask,) if value.mask is not None else ()) + tuple(t.value for t in value.indirect)
     return ()
 
 
@@ -86,13 +108,17 @@ def walk(value: Value) -> Iterator[Value]:
 
 
 def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
-    """Copy of the tree with each leaf (Load, Constant, IndexValue, ReductionResult) replaced."""
+    """Copy of the tree with each leaf (Load, Constant, IndexValue, ReductionResult) replaced (a Load's
+    mask and positions are rebuilt before `leaf` sees it)."""
     if isinstance(value, Op):
         return Op(value.op, tuple(rebuild(a, leaf) for a in value.args), value.dtype)
     if isinstance(value, Cast):
         return Cast(rebuild(value.arg, leaf), value.dtype)
     if isinstance(value, Load) and value.mask is not None:  # the mask first; `leaf` sees the new one
         value = dataclasses.replace(value, mask=rebuild(value.mask, leaf))
+    if isinstance(value, Load) and value.indirect:
+        value = dataclasses.replace(value, indirect=tuple(dataclasses.replace(t, value=rebuild(t.value, leaf))
+                                                          for t in value.indirect))
     return leaf(value)
 
 
@@ -120,7 +146,10 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": 
 def format_value(value: Value) -> str:
     """Readable one-line form, e.g. `exp(arg0_1[64*x0 + r0] - buf0)`."""
     if isinstance(value, Load):
-        ref = f"{value.buffer}[{value.index}]"
+        offset = str(value.index)
+        for t in value.indirect:
+            offset += f" + {t.stride}*{'wrapped' if t.wrap else 'checked'}({format_value(t.value)}, {t.size})"
+        ref = f"{value.buffer}[{offset}]"
         return ref if value.mask is None else f"masked({format_value(value.mask)}, {ref})"
     if isinstance(value, Constant):
         return repr(value.value)

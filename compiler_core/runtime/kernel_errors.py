@@ -1,18 +1,25 @@
 """Errors raised inside kernels, reported the way eager PyTorch reports them.
 
-A generated kernel cannot raise. Where eager raises (today: an integer division or remainder by
-zero on the CPU, RuntimeError("ZeroDivisionError")), the kernels set their library's error flag and
-the graph's call reads and clears it afterwards (`fc_take_error`, in the C++ prelude and in the
-Triton interpreter's helpers) and raises eager's error. Only graphs whose kernels can set the flag
-(KernelSource.checks_int_div) are wrapped.
+A generated kernel cannot raise. Where eager raises (an integer division or remainder by zero on
+the CPU, RuntimeError("ZeroDivisionError"); a position out of range read from an index tensor), the
+kernels set their library's error flag and the graph's call reads and clears it afterwards
+(`fc_take_error`, in the C++ prelude and in the Triton interpreter's helpers) and raises eager's
+error. Only graphs whose kernels can set the flag (KernelSource.checks_int_div) are wrapped.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
+from compiler_core.ir.values import GATHER_ERROR, INDEX_ERROR
+
 # fc_take_error() codes -> the exception eager PyTorch raises for the same input.
-ERRORS = {1: lambda: RuntimeError("ZeroDivisionError")}
+ERRORS = {
+    1: lambda: RuntimeError("ZeroDivisionError"),
+    # A position read from an index tensor lies outside the dimension it indexes (ir.values.IndirectIndex).
+    INDEX_ERROR: lambda: IndexError("index out of range in self"),  # index, index_select, embedding, take
+    GATHER_ERROR: lambda: RuntimeError("index out of bounds for the dimension it gathers from"),  # gather
+}
 
 
 def error_check(take_error: Callable[[], int]) -> Callable[[], None]:

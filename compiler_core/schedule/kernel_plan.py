@@ -185,6 +185,15 @@ class KernelPlan:
         return any(isinstance(v, Op) and v.op in INTEGER_DIVISION_OPS and not v.dtype.is_floating_point
                    for step in self.steps for v in walk(step.value))
 
+    def reads_positions(self) -> bool:
+        """Whether some load takes positions from an index tensor (gather, index, embedding): such a
+        kernel can meet a position out of range, on which eager PyTorch raises."""
+        return any(isinstance(v, Load) and v.indirect for step in self.steps for v in walk(step.value))
+
+    def may_flag_errors(self) -> bool:
+        """Whether a kernel can set the error flag the runtime turns into eager's exception."""
+        return self.divides_integers() or self.reads_positions()
+
     def phases(self) -> list[tuple[str, list[Step]]]:
         """Steps grouped into ("loop", full steps sharing one pass over r) and ("row", [step]) items,
         so that nothing reads a reduction before the pass that finishes it."""
@@ -241,6 +250,9 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
 
         def load_in_kernel(v: Load, depth: int) -> Value:
             producer = by_buffer[v.buffer]
+            if v.indirect:
+                raise PlanError(f"indirect read: {producer.name} is read at positions loaded from memory, which "
+                                "cannot be mapped back to its loop variables: it must be stored first")
             if producer.kind == "reduction":
                 store = _store_in_space(producer, placed[producer.name][0], ranges)
                 if v.index.simplify(ranges) != store:

@@ -15,7 +15,7 @@ from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.ir.graph import Layout
 from compiler_core.ir.index import linear_index
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, walk
+from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value, walk
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 # Storage types in memory; bf16/fp16 values are held as float in registers.
@@ -53,8 +53,11 @@ class CppPrinter(CSEPrinter):
     def __init__(self) -> None:
         super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
 
-    def load(self, v: Load, mask: str | None = None) -> str:
-        ref = f"{v.buffer}[{v.index.render(div='/')}]"
+    def load(self, v: Load, mask: str | None = None, positions: list[str] | None = None) -> str:
+        offset = v.index.render(div='/')
+        for t, p in zip(v.indirect, positions or ()):
+            offset += f" + {p}" if t.stride == 1 else f" + {p} * {t.stride}"
+        ref = f"{v.buffer}[{offset}]"
         if v.dtype == torch.bfloat16:
             ref = f"fc::bf16_to_float({ref})"
         elif v.dtype == torch.float16:
@@ -62,6 +65,10 @@ class CppPrinter(CSEPrinter):
         # The conditional keeps a masked-off element from being read at all (its index may lie
         # outside the buffer).
         return ref if mask is None else f"({mask} ? {ref} : {register_type(v.dtype)}(0))"
+
+    def position(self, t: IndirectIndex, value: str, mask: str | None) -> str:
+        # wraps a negative position (index, take), flags one out of range (and reads element 0 instead)
+        return f"fc::checked_position(static_cast<int64_t>({value}), {t.size}LL, {t.error}, {str(t.wrap).lower()})"
 
     def constant(self, v: Constant) -> str:
         return cpp_literal(v.value, v.dtype)
@@ -169,7 +176,7 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
-                        checks_int_div=plan.divides_integers())
+                        checks_int_div=plan.may_flag_errors())
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:

@@ -6,8 +6,9 @@ kill the process with SIGFPE, and bf16 has no native C++ type.
 
 Integer division by zero: eager PyTorch on the CPU raises RuntimeError("ZeroDivisionError"). A kernel
 cannot raise, so the helpers return 0 and set this library's error flag; the runtime reads and
-clears it with `fc_take_error()` after each call of a graph whose kernels divide integers
-(KernelSource.checks_int_div) and raises eager's error.
+clears it with `fc_take_error()` after each call of a graph whose kernels divide integers or read
+positions from an index tensor (KernelSource.checks_int_div) and raises eager's error; an index out of
+range (gather, index, embedding) is flagged the same way, and nothing outside the buffer is read.
 """
 
 PRELUDE = r"""
@@ -43,6 +44,13 @@ template <typename T> static inline T minimum(T a, T b) {
 // cleared by fc_take_error() once the graph has run.
 static int error_flag = 0;
 static inline void flag_zero_division() { __atomic_store_n(&error_flag, 1, __ATOMIC_RELAXED); }
+// A position read from an index tensor: with `wrap` negative counts from the end (as ATen's index and
+// take); out of range flags `error` and gives 0, so the load stays inside the buffer.
+static inline int64_t checked_position(int64_t i, int64_t size, int error, bool wrap) {
+  int64_t p = (wrap && i < 0) ? i + size : i;
+  if (p < 0 || p >= size) { __atomic_store_n(&error_flag, error, __ATOMIC_RELAXED); return 0; }
+  return p;
+}
 template <typename T> static inline T floordiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::floor(a / b); }
   else {

@@ -18,7 +18,18 @@ import torch
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.ir.index import Index, floordiv, mod
-from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, ReductionResult, Value, subs_index, walk
+from compiler_core.ir.values import (
+    Cast,
+    Constant,
+    IndexValue,
+    IndirectIndex,
+    Load,
+    Op,
+    ReductionResult,
+    Value,
+    subs_index,
+    walk,
+)
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 TL_TYPE = {
@@ -72,10 +83,27 @@ class TritonPrinter(CSEPrinter):
         self.mask = mask
         self.interpret = interpret
 
-    def load(self, v: Load, mask: str | None = None) -> str:
+    def load(self, v: Load, mask: str | None = None, positions: list[str] | None = None) -> str:
         lanes = self.mask if mask is None else f"{self.mask} & {mask}"
-        text = f"tl.load({v.buffer} + {pointer_offset(v.index)}, {lanes}, other=0)"
+        offset = pointer_offset(v.index)
+        for t, p in zip(v.indirect, positions or ()):
+            offset += f" + {p}" if t.stride == 1 else f" + {p} * {t.stride}"
+        text = f"tl.load({v.buffer} + {offset}, {lanes}, other=0)"
         return f"{text}.to(tl.float32)" if v.dtype in LOW_PRECISION else text
+
+    def position(self, t: IndirectIndex, value: str, mask: str | None) -> str:
+        """The position wrapped (with t.wrap, negative counts from the end) and, out of range, 0 so the
+        load stays inside the buffer.  In the interpreter a live lane out of range also sets the error
+        flag (the runtime raises eager's error); a GPU kernel cannot call Python and only stays inside."""
+        wrapped = self.named(f"tl.where({value} < 0, {value} + {t.size}, {value}).to(tl.int64)" if t.wrap
+                             else f"{value}.to(tl.int64)", t.value)
+        inside = f"({wrapped} >= 0) & ({wrapped} < {t.size})"
+        if self.interpret:
+            lanes = self.mask if mask is None else f"{self.mask} & {mask}"
+            line = f"_check_position({inside}, {lanes}, {t.error})"
+            if line not in self.lines:
+                self.lines.append(line)
+        return f"tl.where({inside}, {wrapped}, 0)"
 
     def constant(self, v: Constant) -> str:
         return triton_literal(v.value, v.dtype)
@@ -334,6 +362,10 @@ def _note_zero_division():
     _fc_error[0] = 1
 
 
+def _note_error(code):
+    _fc_error[0] = int(code)
+
+
 def fc_take_error():
     error, _fc_error[0] = _fc_error[0], 0
     return error
@@ -343,6 +375,12 @@ def fc_take_error():
 def _check_divisor(b, mask):
     if tl.max(((b == 0) & mask).to(tl.int32)) > 0:
         _note_zero_division()
+
+
+@triton.jit
+def _check_position(inside, mask, code):
+    if tl.max(((inside == 0) & mask).to(tl.int32)) > 0:
+        _note_error(code)
 '''
 
 
@@ -434,7 +472,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
-                        checks_int_div=interpret and plan.divides_integers())
+                        checks_int_div=interpret and plan.may_flag_errors())
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:

@@ -1,0 +1,138 @@
+"""Indirect loads: ops whose index comes from a tensor (gather, index, index_select, embedding,
+_unsafe_index, take) run in our kernels on both backends, match eager, and raise eager's error for an
+index out of range instead of reading outside the buffer."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import compiler_core as cc
+
+BACKENDS = ["cpp", "triton"]
+
+
+def _run(fn, args, backend):
+    compiled = cc.compile(fn, backend=backend)
+    actual = compiled(*args)
+    torch.testing.assert_close(actual, fn(*args))
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["extern_calls"] == 0, stats
+    assert stats["kernel_count"] >= 1
+    return compiled
+
+
+def _noncontiguous(shape):
+    return torch.randn(*reversed(shape)).t() if len(shape) == 2 else torch.randn(*shape, 2)[..., 0]
+
+
+CASES = {
+    "gather": (lambda s, i: torch.gather(s, 1, i) * 2,
+               lambda dt: (torch.randn(4, 6), torch.randint(0, 6, (4, 3), dtype=torch.int64))),
+    "gather_noncontiguous": (lambda s, i: torch.gather(s, 0, i),
+                             lambda dt: (_noncontiguous((5, 4)), torch.randint(0, 5, (3, 4)))),
+    "take_along_dim": (lambda s, i: torch.take_along_dim(s, i, dim=-1),
+                       lambda dt: (torch.randn(3, 7), torch.randint(0, 7, (3, 2)))),
+    "index_select": (lambda s, i: torch.index_select(s, 1, i) + 1,
+                     lambda dt: (torch.randn(3, 8, 2), torch.tensor([7, 0, 3, 3], dtype=dt))),
+    "index_select_noncontiguous": (lambda s, i: torch.index_select(s, 0, i),
+                                   lambda dt: (_noncontiguous((6, 5)), torch.tensor([5, 1], dtype=dt))),
+    "embedding": (lambda w, i: F.embedding(i, w),
+                  lambda dt: (torch.randn(10, 8), torch.randint(0, 10, (2, 5), dtype=dt))),
+    "index_negative": (lambda x, i: x[i],
+                       lambda dt: (torch.randn(5, 3), torch.tensor([-1, 0, -5, 4], dtype=dt))),
+    "index_broadcast": (lambda x, a, b: x[a, b],
+                        lambda dt: (torch.randn(4, 6), torch.tensor([[0], [-1], [2]], dtype=dt),
+                                    torch.tensor([1, 5, -2], dtype=dt))),
+    "index_slice_between": (lambda x, a, b: x[a, :, b],  # non-adjacent: the index dims lead
+                            lambda dt: (torch.randn(5, 6, 7), torch.tensor([[0, -1], [2, 3]], dtype=dt),
+                                        torch.tensor([1, 6], dtype=dt))),
+    "index_after_slice": (lambda x, a, b: x[:, a, b],  # adjacent: the index dims stay in place
+                          lambda dt: (_noncontiguous((4, 6, 7))[1:], torch.tensor([[0, 5]], dtype=dt),
+                                      torch.tensor([3, -7], dtype=dt))),
+    "unsafe_index": (lambda x, i: torch.ops.aten._unsafe_index(x, [None, i]),
+                     lambda dt: (torch.randn(3, 4), torch.tensor([3, 3, 0], dtype=dt))),
+    "take": (lambda x, i: torch.take(x, i),
+             lambda dt: (torch.randn(3, 4), torch.tensor([[0, -1], [11, 5]], dtype=dt))),
+    "upsample_nearest": (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"),
+                         lambda dt: (torch.randn(1, 2, 3, 4),)),
+}
+INT64_ONLY = {"gather", "gather_noncontiguous", "take_along_dim", "take", "upsample_nearest"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=["int64", "int32"])
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_matches_eager(case, dtype, backend):
+    if dtype == torch.int32 and case in INT64_ONLY:
+        pytest.skip("eager takes int64 indices only")
+    fn, make = CASES[case]
+    torch.manual_seed(0)
+    _run(fn, make(dtype), backend)
+
+
+def test_indirect_load_in_the_ir():
+    x, i = torch.randn(5, 3), torch.tensor([-1, 2])
+    compiled = _run(lambda x, i: x[i], (x, i), "cpp")
+    loops = compiled.session.graphs[0].loops.pretty()
+    assert "wrapped(" in loops, loops
+    source = compiled.session.kernels[0].source
+    assert "fc::checked_position" in source, source
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("fn,args,error", [
+    (lambda s, i: torch.gather(s, 0, i), (torch.randn(3, 2), torch.tensor([[3, 0]])), RuntimeError),
+    (lambda s, i: torch.gather(s, 0, i), (torch.randn(3, 2), torch.tensor([[-1, 0]])), RuntimeError),
+    (lambda w, i: F.embedding(i, w), (torch.randn(4, 2), torch.tensor([1, 4])), IndexError),
+    (lambda x, i: x[i], (torch.randn(4, 2), torch.tensor([0, -5])), IndexError),
+    (lambda x, i: torch.index_select(x, 0, i), (torch.randn(4, 2), torch.tensor([7])), IndexError),
+], ids=["gather_high", "gather_negative", "embedding", "index", "index_select"])
+def test_out_of_range_raises_like_eager(fn, args, error, backend):
+    with pytest.raises(error):
+        fn(*args)
+    compiled = cc.compile(fn, backend=backend)
+    with pytest.raises(error):
+        compiled(*args)
+    assert compiled.session.stats["extern_calls"] == 0
+    # the flag is cleared: a good call afterwards runs normally
+    good = (args[0], torch.zeros_like(args[1]))
+    torch.testing.assert_close(compiled(*good), fn(*good))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_add_layer_norm_is_one_kernel(backend):
+    emb, pos = torch.randn(50, 16), torch.randn(8, 16)
+    ln = torch.nn.LayerNorm(16)
+
+    def fn(ids):
+        return ln(F.embedding(ids, emb) + pos)
+
+    ids = torch.randint(0, 50, (2, 8))
+    compiled = _run(fn, (ids,), backend)
+    assert compiled.session.stats["kernel_count"] == 1, compiled.session.graphs[0].schedule.pretty()
+    # the kernel reads the ids itself (the planner sees the index buffer as an input)
+    ids_buffers = {b.name for b in compiled.session.graphs[0].loops.inputs if b.dtype == torch.int64}
+    assert ids_buffers and ids_buffers <= set(compiled.session.kernels[0].signature)
+
+
+def test_index_buffer_is_a_read_of_the_node():
+    x, i = torch.randn(5, 3), torch.tensor([1, 2])
+    compiled = _run(lambda x, i: x[i] + 1, (x, i), "cpp")
+    graph = compiled.session.graphs[0].loops
+    inputs = {b.name for b in graph.inputs}
+    read = {b for n in graph.nodes for b in n.input_buffers}
+    assert inputs <= read, (inputs, read)
+
+
+def test_producer_read_indirectly_is_stored_first():
+    # The gathered tensor is computed in the graph: its element at a data-dependent position cannot
+    # be recomputed inside the consumer, so it is stored (two kernels), values still right.
+    x, i = torch.randn(6, 4), torch.tensor([5, 0, 2])
+    compiled = _run(lambda x, i: (x.exp() * 2)[i], (x, i), "cpp")
+    assert compiled.session.stats["kernel_count"] == 2
+
+
+def test_bool_mask_index_stays_extern():
+    x, m = torch.randn(4), torch.tensor([True, False, True, True])
+    compiled = cc.compile(lambda x, m: x[m], backend="cpp")
+    torch.testing.assert_close(compiled(x, m), x[m])
