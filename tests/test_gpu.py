@@ -114,3 +114,14 @@ def test_cpu_tensor_made_inside_a_cuda_graph():
     compiled = cc.compile(f)
     torch.testing.assert_close(compiled(x), f(x))
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+def test_tensor_indexed_loads_stay_extern_on_cuda():
+    # Compiled for the CPU only until they have run compiled on a GPU and out-of-range indices raise
+    # there (lowering's _on_the_cpu_only); on CUDA the embedding stays PyTorch's, with the same values.
+    weight = torch.randn(50, 8, device="cuda")
+    ids = torch.randint(0, 50, (4, 6), device="cuda")
+    fn = lambda w, i: torch.nn.functional.embedding(i, w) * 2  # noqa: E731
+    compiled = cc.compile(fn)
+    torch.testing.assert_close(compiled(weight, ids), fn(weight, ids))
+    assert "aten.embedding.default" in compiled.session.stats["fallback_ops"]

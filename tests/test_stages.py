@@ -137,7 +137,9 @@ def test_matmul_results_are_written_into_dead_storages(backend):
         h = torch.relu(x @ w1)
         return (h.exp() @ w2).sigmoid() @ w1.t()
 
-    x, w1, w2 = torch.randn(16, 16), torch.randn(16, 16), torch.randn(16, 16)
+    # Scaled so exp() stays moderate: with exp(14) in a row, eager and ours are both ~6e-6 off fp64,
+    # beyond assert_close's fp32 tolerance, and the test would measure conditioning, not reuse.
+    x, w1, w2 = torch.randn(16, 16) / 4, torch.randn(16, 16) / 4, torch.randn(16, 16) / 4
     s = _explain(fn, x, w1, w2, backend=backend)
     source = s.graphs[0].wrapper.source
     assert "torch.ops.aten.mm.out(" in source, source
