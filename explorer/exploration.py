@@ -19,6 +19,7 @@ import torch
 import compiler_core as cc
 from compiler_core.analysis.traffic import bytes_moved
 from compiler_core.api import training_loss
+from compiler_core.bench.timing import peak_cuda_bytes
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
 from compiler_core.session import CompileSession
@@ -163,18 +164,6 @@ def ours_threads(session: CompileSession) -> Optional[int]:
             if scope is not None and "NTHREADS" in scope:
                 return int(scope["NTHREADS"])
     return torch.get_num_threads() if session.kernels else None
-
-
-def peak_cuda_bytes(run: Callable[[], object]) -> int:
-    """Bytes allocated above the starting level at the peak of one call (outputs included)."""
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    base = torch.cuda.memory_allocated()
-    out = run()
-    torch.cuda.synchronize()
-    peak = torch.cuda.max_memory_allocated() - base
-    del out
-    return int(peak)
 
 
 def other_backends_of(fn: Callable, args: Sequence[Any], session: CompileSession,

@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import os
 import statistics
-import time
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 
-from compiler_core.bench.timing import calls_per_sample, synchronize
+from compiler_core.bench.timing import calls_per_sample, sample_ms, synchronize
 
 # A side whose interquartile range exceeds this fraction of its median is too noisy to quote.
 MAX_RELATIVE_SPREAD = 0.25
@@ -182,19 +181,8 @@ def interleaved(programs: dict[str, Callable[[], object]], calls: dict[str, int]
 
 
 def sample_seconds(fn: Callable[[], object], calls: int, device: str) -> float:
-    """Mean seconds per call over `calls` back-to-back calls (CUDA events on the GPU)."""
-    if device == "cuda":
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(calls):
-            fn()
-        end.record()
-        end.synchronize()
-        return start.elapsed_time(end) / 1e3 / calls
-    t0 = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    return (time.perf_counter() - t0) / calls
+    """Mean seconds per call over `calls` back-to-back calls: the bench's loop (CUDA events on the GPU)."""
+    return sample_ms(fn, calls, device) / 1e3
 
 
 def usable_cores() -> int:

@@ -26,7 +26,7 @@ def synchronize(device: str) -> None:
         torch.cuda.synchronize()
 
 
-def _sample_ms(fn: Callable[[], object], calls: int, device: str) -> float:
+def sample_ms(fn: Callable[[], object], calls: int, device: str) -> float:
     """Mean milliseconds per call over `calls` back-to-back calls."""
     if device == "cuda":
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -51,7 +51,7 @@ def calls_per_sample(fn: Callable[[], object], device: str) -> int:
     for _ in range(3):
         fn()
     synchronize(device)
-    estimate_ms = min(_sample_ms(fn, 1, device) for _ in range(5))
+    estimate_ms = min(sample_ms(fn, 1, device) for _ in range(5))
     return max(1, math.ceil(MIN_SAMPLE_S[device] * 1e3 / max(estimate_ms, 1e-6)))
 
 
@@ -68,7 +68,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats:
         for name, fn in fns.items():
             fn()
             synchronize(device)
-            samples[name].append(_sample_ms(fn, calls[name], device))
+            samples[name].append(sample_ms(fn, calls[name], device))
     return {name: reduce(s) for name, s in samples.items()}
 
 
