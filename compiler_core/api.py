@@ -276,7 +276,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
         record.loops, record.schedule = schedule_with_epilogues(record.loops)
     with timer("memory"):
-        record.memory = plan_memory(record.loops, record.schedule)
+        # The check mode re-reads each kernel's inputs after it ran: nothing may be written over them.
+        record.memory = plan_memory(record.loops, record.schedule, in_place=not options.check_kernels)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
                                                           check_memory=options.check_memory,

@@ -26,7 +26,7 @@ from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
-from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
+from compiler_core.schedule.kernel_plan import KernelPlan, group_plan, write_over
 from compiler_core.schedule.memory import OUT_VARIANTS
 
 
@@ -36,21 +36,28 @@ def is_dead(group: FusionGroup) -> bool:
     return group.kind != "extern" and not group.materialized
 
 
-def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
+def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan] = None) -> list[KernelPlan]:
+    """Each kernel's plan; with `memory`, outputs the plan writes over a dying input read through one pointer."""
+    over: dict[str, list[tuple[str, str]]] = {}
+    if memory is not None:
+        group_of = {n: g.name for g in sched.groups for n in g.materialized}
+        for out, donor in memory.inplace:
+            over.setdefault(group_of[out], []).append((out, donor))
     plans = []
     for group in sched.groups:
         if group.kind == "extern" or is_dead(group):
             continue
-        reduction = next((graph.node(n) for n in group.nodes if graph.node(n).kind == "reduction"), None)
-        space = Space.of(reduction) if reduction is not None else Space(group.x_ranges)
-        plans.append(build_kernel_plan(graph, group.name, list(group.nodes), set(group.materialized), space))
+        plan = group_plan(graph, group)
+        for out, donor in over.get(group.name, ()):
+            plan = write_over(plan, donor, out)
+        plans.append(plan)
     return plans
 
 
 def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
-    plans = {p.name: p for p in kernel_plans(graph, sched)}
+    plans = {p.name: p for p in kernel_plans(graph, sched, memory)}
     if backend == "cpp":
         generate = generate_cpp_kernel
     else:
@@ -74,6 +81,9 @@ class Unpack:
 
     inputs: tuple[str, ...]
     constants: tuple[str, ...]
+    # Empty the boxed argument list once bound, so that an input dropped after its last use is freed
+    # (AOTAutograd hands the list over; a backward's saved activations are held by nothing else).
+    clear_args: bool = False
 
 
 @dataclass(frozen=True)
@@ -85,6 +95,14 @@ class Allocate:
 class Reuse:
     buffer: Buffer
     donor: str  # a dead buffer whose storage is handed on
+
+
+@dataclass(frozen=True)
+class WriteOver:
+    """The kernel about to run writes `buffer` over `donor`, an input of it that dies in it (in place)."""
+
+    buffer: Buffer
+    donor: str
 
 
 @dataclass(frozen=True)
@@ -129,7 +147,8 @@ class Return:
     outputs: tuple  # ViewRef, or a Python constant
 
 
-Statement = Union[Comment, Unpack, Allocate, Reuse, Launch, CallExtern, CheckFresh, CheckKernel, Free, Return]
+Statement = Union[Comment, Unpack, Allocate, Reuse, WriteOver, Launch, CallExtern, CheckFresh, CheckKernel, Free,
+                  Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
@@ -153,10 +172,13 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
     def same_storage(name: str) -> tuple[str, ...]:
         return tuple(m for m in members[storage_of[name]] if m != name)
 
-    out: list[Statement] = [Unpack(tuple(b.name for b in graph.inputs if b.kind == "input"),
-                                   tuple(b.name for b in graph.inputs if b.kind == "constant"))]
+    inputs = tuple(b.name for b in graph.inputs if b.kind == "input")
+    out: list[Statement] = [Unpack(inputs, tuple(b.name for b in graph.inputs if b.kind == "constant"),
+                                   clear_args=not check_kernels)]
     reuse = dict(memory.reuse)
     donors = set(reuse.values())  # kept until their storage is handed on
+    over = dict(memory.inplace)
+    over_donors = set(over.values())  # their storage lives on in the output written over them
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
         if is_dead(group):
@@ -179,16 +201,22 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
         else:
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             for name in group.materialized:
-                out.append(Reuse(buffers[name], reuse[name]) if name in reuse else Allocate(buffers[name]))
+                if name in over:
+                    out.append(WriteOver(buffers[name], over[name]))
+                else:
+                    out.append(Reuse(buffers[name], reuse[name]) if name in reuse else Allocate(buffers[name]))
                 if check_memory:
-                    out.append(CheckFresh(name, ()))
+                    out.append(CheckFresh(name, (over[name],) if name in over else ()))
             kernel = kernels[group.name]
             out.append(Launch(kernel, configs.get(kernel.name, kernel.config_space[0] if kernel.config_space else {})))
             if check_kernels:  # before any Free: the check reads the kernel's inputs
                 out.append(CheckKernel(kernel.name))
         dying = frees.get(step, ())
         if dying:
-            poisoned = tuple(dict.fromkeys(storage_of[n] for n in dying)) if check_memory else ()
+            # Never poison an input (the caller may hold it) nor a storage an output was written over.
+            kept = {storage_of[n] for n in inputs} | {storage_of[d] for d in over_donors}
+            poisoned = (tuple(dict.fromkeys(storage_of[n] for n in dying if storage_of[n] not in kept))
+                        if check_memory else ())
             out.append(Free(tuple(n for n in dying if n not in donors), poisoned))
     out.append(Return(graph.outputs))
     return out
@@ -217,6 +245,7 @@ class _Printer:
             return [f"# {s.text}"]
         if isinstance(s, Unpack):
             lines = [f"{', '.join(local(n) for n in s.inputs)}, = args"] if s.inputs else []
+            lines += ["args.clear()"] if s.clear_args and s.inputs else []
             return lines + [f"{local(n)} = consts[{n!r}]" for n in s.constants]
         if isinstance(s, Allocate):
             b = s.buffer
@@ -226,6 +255,10 @@ class _Printer:
             b = s.buffer
             return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
                     f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
+        if isinstance(s, WriteOver):
+            b = s.buffer
+            return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
+                    f"# written over {s.donor} by the next kernel (in place)"]
         if isinstance(s, Launch):
             return [self.launch(s.kernel, s.config)]
         if isinstance(s, CallExtern):

@@ -81,7 +81,7 @@ class MemoryPlan:
     live_ranges: tuple[LiveRange, ...]
     reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
     frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these buffers' storages are released
-    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place: the planner makes none yet
+    inplace: tuple[tuple[str, str], ...]  # (output, input dying in the same kernel it is written over)
     peak_bytes_planned: int
     peak_bytes_unplanned: int
 
@@ -92,4 +92,5 @@ class MemoryPlan:
             lines.append(f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}{shared}")
         lines += [f"after step {step}: free {', '.join(names)}" for step, names in self.frees]
         lines += [f"{new} reuses the storage of {old}" for new, old in self.reuse]
+        lines += [f"{new} is written over {old} by the kernel reading it last (in place)" for new, old in self.inplace]
         return "\n".join(lines)

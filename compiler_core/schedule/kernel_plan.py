@@ -301,6 +301,13 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                                        origins=origins))
 
 
+def group_plan(graph: LoopGraph, group) -> KernelPlan:
+    """The plan of a scheduled (non-extern) FusionGroup: in its reduction's space if it has one."""
+    reduction = next((graph.node(n) for n in group.nodes if graph.node(n).kind == "reduction"), None)
+    space = Space.of(reduction) if reduction is not None else Space(group.x_ranges)
+    return build_kernel_plan(graph, group.name, list(group.nodes), set(group.materialized), space)
+
+
 def _with_parameters(plan: KernelPlan) -> KernelPlan:
     """Name the kernel's pointer parameters by position (`in_ptr0`, `out_ptr0`...), never by buffer:
     buffers are named after FX nodes (`view`, `exp`, `x0`...), which could shadow a helper or a loop
@@ -357,3 +364,68 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
         q = floordiv(offset - layout.offset, stride, ranges)
         mapping[f"x{d}"] = q if rank == 0 else mod(q, size, ranges)
     return mapping
+
+
+# ---- writing an output over a dying input -------------------------------------------------
+def _parameter_of(plan: KernelPlan, buffer: str) -> Optional[str]:
+    names = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
+    return next((p for p, b in zip(names, plan.arguments) if b == buffer), None)
+
+
+def can_write_over(plan: KernelPlan, donor: str, output: str, others_in_storage: tuple[str, ...] = ()) -> bool:
+    """Whether `output` may be stored into `donor`'s memory by this very kernel.
+
+    Safe when every element of the donor is read only by the iteration that then writes that same
+    element of the output, before it writes it: each load of the donor sits at exactly the output's
+    store index, in the pass over memory that stores it (`phases`), in a step no later than the store
+    (or repeats a load made there). No other buffer of the donor's storage may be read at all (a view
+    would see the new values)."""
+    donor_param, out_param = _parameter_of(plan, donor), _parameter_of(plan, output)
+    if donor_param is None or out_param is None:
+        return False
+    other_params = {_parameter_of(plan, b) for b in others_in_storage} - {None}
+    store_at: Optional[tuple[int, int, Index]] = None  # (phase, position in plan.steps, index)
+    position = {id(step): i for i, step in enumerate(plan.steps)}
+    # A pointwise kernel is one pass: each iteration computes every step for its elements, in order.
+    phases = plan.phases() if plan.is_reduction else [("loop", list(plan.steps))]
+    for p, (_, steps) in enumerate(phases):
+        for step in steps:
+            if step.store_buffer == out_param:
+                if store_at is not None:
+                    return False  # stored twice (a row value and a full one): keep it simple, refuse
+                store_at = (p, position[id(step)], step.store_index)
+    if store_at is None:
+        return False
+    # A later step may read the same element again only as a load the printers' common-subexpression
+    # cache serves from the value read before the store (one loop body, identical load).
+    read_before = {v for step in phases[store_at[0]][1] if position[id(step)] <= store_at[1]
+                   for v in walk(step.value) if isinstance(v, Load) and v.buffer == donor_param}
+    for p, (_, steps) in enumerate(phases):
+        for step in steps:
+            for v in walk(step.value):
+                if not isinstance(v, Load):
+                    continue
+                if v.buffer in other_params:
+                    return False
+                if v.buffer != donor_param:
+                    continue
+                if v.indirect or p != store_at[0] or v.index != store_at[2]:
+                    return False
+                if position[id(step)] > store_at[1] and v not in read_before:
+                    return False
+    return True
+
+
+def write_over(plan: KernelPlan, donor: str, output: str) -> KernelPlan:
+    """The plan with the donor's loads read through the output's pointer (one pointer, both ways: no
+    two `__restrict__` parameters may alias), and the donor no longer a parameter."""
+    donor_param, out_param = _parameter_of(plan, donor), _parameter_of(plan, output)
+
+    def through_output(v: Value) -> Value:
+        return dataclasses.replace(v, buffer=out_param) if isinstance(v, Load) and v.buffer == donor_param else v
+
+    steps = tuple(dataclasses.replace(s, value=rebuild(s.value, through_output)) for s in plan.steps)
+    keep = [i for i, (p, _) in enumerate(plan.inputs) if p != donor_param]
+    n_in = len(plan.inputs)
+    arguments = tuple(plan.arguments[i] for i in keep) + plan.arguments[n_in:]
+    return dataclasses.replace(plan, steps=steps, inputs=tuple(plan.inputs[i] for i in keep), arguments=arguments)

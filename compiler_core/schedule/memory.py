@@ -9,12 +9,23 @@ output of the same dtype, device and size takes it instead of allocating.  Exter
 allocated by PyTorch, so they can donate storage but never receive it, except the matmuls with an
 `out=` variant (OUT_VARIANTS): the host program then calls e.g. `aten.mm.out(a, b, out=reused)`, as
 the activations and gradients of a training step are mostly matmul results.
+
+Two more ways memory is given back early, as Inductor does too:
+- *In place*: a kernel may write an output over an input storage that dies in that very kernel,
+  when each element is read only where and before the same element of the output is written
+  (`kernel_plan.can_write_over`). A backward's `grad * gelu'(x)` then needs no second buffer.
+- *Released inputs*: the host program drops its reference to a graph input after the input's last
+  use (`args.clear()` once unpacked: AOTAutograd hands the boxed arguments over). Nothing is reused
+  or poisoned there, since the caller may hold the tensor too; but the saved activations of a
+  backward graph are held by nobody else, so their memory is freed as soon as the backward is done
+  with them instead of when it returns.
 """
 
 from __future__ import annotations
 
 from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
+from compiler_core.schedule.kernel_plan import PlanError, can_write_over, group_plan
 
 # Extern ops whose result may be written into a storage we hand them: op -> its out= overload. Their
 # results are dense and row-major, and the out= overload writes every element.
@@ -31,7 +42,8 @@ def takes_storage(node: LoopNode, buf: Buffer) -> bool:
             and buf.layout == Layout.contiguous(tuple(buf.layout.size)))
 
 
-def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
+def plan_memory(graph: LoopGraph, sched: Schedule, in_place: bool = True) -> MemoryPlan:
+    """`in_place=False` when something reads a kernel's inputs after it ran (the check mode)."""
     storage_of = graph.storage_of()
     buffers: dict[str, Buffer] = {b.name: b for b in graph.inputs}
     buffers.update({b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)})
@@ -61,25 +73,77 @@ def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
 
     pool: list[str] = []  # dead storages whose memory may be handed on
     reuse: list[tuple[str, str]] = []  # (new buffer, buffer whose storage it takes)
+    inplace: list[tuple[str, str]] = []  # (output, input storage it is written over in the same kernel)
     frees: list[tuple[int, tuple[str, ...]]] = []
+    released = _input_releases(graph, sched, step_of_node, pinned, storage_of)
     for step, group in enumerate(sched.groups):
+        dying = [s for s, d in death.items() if d == step and s not in pinned]
+        # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
+        whole = [s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern")]
+        over = _written_over(graph, group, whole, members, buffers, maker) if in_place else {}
         for name in group.materialized:
             if not takes_storage(maker[name], buffers[name]):
                 continue  # allocated by PyTorch inside the extern call
+            if name in over:
+                inplace.append((name, over[name]))
+                continue
             donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
             if donor is not None:
                 pool.remove(donor)
                 reuse.append((name, donor))
-        dying = [s for s, d in death.items() if d == step and s not in pinned]
-        if dying:
-            frees.append((step, tuple(m for s in dying for m in members[s])))
-            # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
-            pool.extend(s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern"))
+        names = [m for s in dying for m in members[s]] + list(released.get(step, ()))
+        if names:
+            frees.append((step, tuple(names)))
+            taken = set(over.values())
+            pool.extend(s for s in whole if s not in taken)
     # "Unplanned": every storage allocated on its own and held until the program returns.
     unplanned = sum(buffers[s].nbytes for s in members if s in first)
-    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=(),
-                      peak_bytes_planned=_peak(members, first, death, reuse, buffers, end),
+    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=tuple(inplace),
+                      peak_bytes_planned=_peak(members, first, death, reuse + inplace, buffers, end),
                       peak_bytes_unplanned=unplanned)
+
+
+def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, list[str]],
+                  buffers: dict[str, Buffer], maker: dict[str, LoopNode]) -> dict[str, str]:
+    """Outputs of `group` that its kernel may write over an input storage dying in it: output -> donor."""
+    if group.kind == "extern" or not dying:
+        return {}
+    read = {b for n in group.nodes for b in graph.node(n).input_buffers}
+    candidates = [d for d in dying if d in read]
+    outputs = [n for n in group.materialized if takes_storage(maker[n], buffers[n])]
+    if not candidates or not any(_fits(buffers[d], buffers[o]) for d in candidates for o in outputs):
+        return {}
+    try:
+        plan = group_plan(graph, group)
+    except PlanError:
+        return {}
+    chosen: dict[str, str] = {}
+    for out in outputs:
+        for donor in candidates:
+            others = tuple(m for m in members[donor] if m != donor)
+            if _fits(buffers[donor], buffers[out]) and can_write_over(plan, donor, out, others):
+                chosen[out] = donor
+                candidates.remove(donor)
+                break
+    return chosen
+
+
+def _input_releases(graph: LoopGraph, sched: Schedule, step_of_node: dict[str, int], pinned: set[str],
+                    storage_of: dict[str, str]) -> dict[int, list[str]]:
+    """step -> graph inputs whose last reader is that step (the host program drops them after it).
+    Inputs in a storage a graph output lives in stay: the output is returned from them."""
+    last: dict[str, int] = {}
+    inputs = {b.name for b in graph.inputs if b.kind == "input"}
+    pinned_by_output = {storage_of[b] for b in graph.output_buffers()}
+    for node in graph.nodes:
+        for b in node.input_buffers:
+            if b in inputs:
+                last[b] = max(last.get(b, -1), step_of_node[node.name])
+    out: dict[int, list[str]] = {}
+    for name, step in last.items():
+        if storage_of[name] not in pinned_by_output:
+            out.setdefault(step, []).append(name)
+    return out
 
 
 def _fits(donor: Buffer, buf: Buffer) -> bool:
