@@ -160,6 +160,25 @@ def test_kernel_sources_name_their_ops_and_both_backends_generate():
         assert k.name in s.graphs[0].wrapper.source
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_every_computing_line_of_a_kernel_names_its_fx_nodes(backend):
+    def sin_then_softmax(x):
+        return torch.softmax(torch.sin(x) * 2, -1)
+
+    k = _explain(sin_then_softmax, torch.randn(4, 8), backend=backend).kernels[0]
+    lines = k.source.split("\n")
+    assert "\x1f" not in k.source  # the marks codegen puts on lines are gone from the source
+    assert {n for _, nodes in k.line_origins for n in nodes} == set(k.origins)
+    # The exact lines: sin's call computes sin (an inlined producer keeps its own name), the exponent exp.
+    call = "std::sin(" if backend == "cpp" else "tl.sin("
+    assert [lines[i - 1].strip() for i in k.lines_of("sin") if call in lines[i - 1]]
+    assert all("exp(" in lines[i - 1] or "rowcache" in lines[i - 1] for i in k.lines_of("exp"))
+    assert all(k.nodes_at(i) == ("sin",) for i, line in enumerate(lines, 1) if call in line)
+    assert k.nodes_at(1) == ()  # the header computes nothing
+    annotated = k.annotated().split("\n")
+    assert len(annotated) == len(lines) and any(line.endswith("<- sin") for line in annotated)
+
+
 def test_wrapper_is_printable_python_that_runs():
     s = _explain(lambda x: torch.softmax(x, -1), torch.randn(4, 8))
     src = s.graphs[0].wrapper.pretty()
