@@ -17,10 +17,12 @@ from typing import Any
 
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
+from explorer.provenance import Provenance, provenance
 from explorer.render.html import Markup, esc, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_tree
+from explorer.views.kernels import line_html, node_html
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
@@ -115,7 +117,8 @@ class ExplorerView:
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
         """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
-        or for the Stepper tab "back" | "next" | "counter" | "step") -> widget,
+        for the Kernels tab "node" | "line" | "origin", for the Stepper tab "back" | "next" | "counter" | "step")
+        -> widget,
         for tests and notebooks."""
         _ = self.tab  # building the tab makes them
         return self._controls
@@ -148,6 +151,8 @@ class ExplorerView:
                 controls += [search, results]
             if title == "Fusion" and self.fx_node_choices():
                 controls += self._why_fused_controls(widgets)
+            if title == "Kernels" and self.provenance.nodes:
+                controls += self._provenance_controls(widgets)
             if title == "Stepper" and self.steps:
                 controls, body = self._stepper_controls(widgets), self._controls[("Stepper", "step")]
             children.append(widgets.VBox(controls + [body]) if controls else body)
@@ -181,6 +186,29 @@ class ExplorerView:
         self._controls.update({("Stepper", "back"): back, ("Stepper", "next"): forward,
                                ("Stepper", "counter"): counter, ("Stepper", "step"): body})
         return [widgets.HBox([back, forward, counter])]
+
+    @cached_property
+    def provenance(self) -> Provenance:
+        """FX node <-> generated lines <-> your Python lines (the Kernels tab's two dropdowns, as data)."""
+        return provenance(self.exploration)
+
+    def _provenance_controls(self, widgets: Any) -> list:
+        """Pick an FX node: its kernels, lines highlighted, and your line. Pick a generated line: its FX
+        nodes and your lines. The answer shows the latest pick."""
+        prov = self.provenance
+        nodes = [(o.label, (o.record, o.node)) for o in prov.nodes]
+        several = len(prov.kernels) > 1
+        lines = [((f"[{b}] " if several else "") + label, where) for b in prov.kernels
+                 for label, where in prov.line_choices(b)]
+        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, value=None, description="FX node")
+        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, value=None, description="line")
+        answer = widgets.HTML()
+        node.observe(lambda change: setattr(answer, "value", panel(node_html(prov, *change["new"])))
+                     if change["new"] is not None else None, names="value")
+        line.observe(lambda change: setattr(answer, "value", panel(line_html(prov, *change["new"])))
+                     if change["new"] is not None else None, names="value")
+        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer})
+        return [widgets.HBox([node, line]), answer]
 
     def _why_fused_controls(self, widgets: Any) -> list:
         """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""
