@@ -209,6 +209,24 @@ def test_reduce_overhead_on_cpu_says_why_no_cuda_graph():
     assert compiled.session.graphs[0].artifact.cudagraph == "not used: CUDA graphs need CUDA tensors"
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_fusion_off_gives_every_loop_node_its_own_kernel_with_the_same_values(backend):
+    def linear_relu_softmax(x, w, b):
+        return torch.relu(F.linear(x, w, b)).softmax(-1) * 2
+
+    args = (torch.randn(8, 16), torch.randn(4, 16), torch.randn(4))
+    fused, unfused = (cc.compile(linear_relu_softmax, backend=backend, fusion=f) for f in (True, False))
+    for compiled in (fused, unfused):
+        torch.testing.assert_close(compiled(*args), linear_relu_softmax(*args))
+    record = unfused.session.graphs[0]
+    computing = [n for n in record.loops.nodes if n.kind != "extern"]
+    assert len(record.schedule.groups) == len(record.loops.nodes)
+    assert unfused.session.stats["kernel_count"] == len(computing) > fused.session.stats["kernel_count"]
+    assert record.schedule.decisions and all(not d.accepted and d.reason.startswith("fusion off")
+                                             for d in record.schedule.decisions)
+    assert any(d.legal for d in record.schedule.decisions)  # pairs that could have fused say so
+
+
 def test_siblings_reading_one_input_share_a_kernel():
     s = _explain(lambda x, y: (x.sin() + y, x.cos() * y), torch.randn(64), torch.randn(64))
     assert s.stats["kernel_count"] == 1
