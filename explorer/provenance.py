@@ -10,7 +10,8 @@ forward code they differentiate ("from the backward of line 4").
 
 Everything comes from artifacts: KernelSource.line_origins (codegen records the FX nodes of each
 line it emits), the primitive graph's node metadata (stack_trace, and partitioner_tag for forward or
-backward) and, where a node has no stack trace, the Dynamo node it came from.
+backward) and, where a node has no stack trace, the Dynamo node it came from or, for a backward node,
+the forward node with its autograd sequence number (seq_nr).
 """
 
 from __future__ import annotations
@@ -118,16 +119,22 @@ def provenance(exp: Exploration) -> Provenance:
     records = exp.session.all_records()
     kernel_records = {k.name: i for i, r in enumerate(records) for k in r.kernels}
     nodes = []
+    forward_lines: dict[tuple[int, int], str] = {}  # (captured graph, seq_nr) -> the forward op's line
     for i, record in enumerate(records):
         graph = f"graph {record.captured.index}" + (" (backward)" if record.part == "backward" else "")
         fx = {n.name: n for n in record.prims.graph_module.graph.nodes} if record.prims is not None else {}
         externs = {o for n in record.loops.nodes if n.kind == "extern" for o in n.origins} if record.loops else set()
+        lines = {name: node_source_line(node, record.captured.graph_module) for name, node in fx.items()}
+        for name, node in fx.items():
+            seq_nr = node.meta.get("seq_nr")
+            if record.part == "forward" and lines[name] and seq_nr is not None:
+                forward_lines.setdefault((record.captured.index, seq_nr), lines[name])
         for name in computed_nodes(record):
             node = fx[name]
+            line = lines[name] or forward_lines.get((record.captured.index, node.meta.get("seq_nr")), "")
             kernels = tuple((k.name, k.lines_of(name)) for k in record.kernels if name in k.origins)
             nodes.append(NodeOrigin(record=i, graph=graph, node=name, target=str(node.target), part=_part(node, record),
-                                    user_line=node_source_line(node, record.captured.graph_module),
-                                    kernels=kernels, extern=name in externs))
+                                    user_line=line, kernels=kernels, extern=name in externs))
     return Provenance(tuple(nodes), dict(exp.kernels), kernel_records, exp.backend)
 
 

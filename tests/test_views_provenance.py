@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from explorer import explore
+from explorer.provenance import provenance
 
 
 def sin_mm_softmax(x, w):
@@ -49,6 +50,17 @@ def test_forward_and_backward_nodes_map_to_the_users_lines(view):
     assert cos.where.startswith(f"from the backward of line {LINE_SIN} in sin_mm_softmax")
     grad_mm = [o for o in prov.nodes if o.record == backward and o.extern]
     assert grad_mm and all(o.lineno == LINE_MM and o.kernels == () for o in grad_mm)
+
+
+def test_a_backward_node_without_a_stack_trace_finds_its_forward_line_by_seq_nr(view, monkeypatch):
+    backward = view.session.graphs[0].backward
+    cos = next(n for n in backward.prims.graph_module.graph.nodes if n.name == "cos")
+    monkeypatch.delitem(cos.meta, "stack_trace")
+    monkeypatch.delitem(cos.meta, "from_node", raising=False)
+    origin = provenance(view.exploration).node(1, "cos")
+    assert origin.lineno == LINE_SIN and origin.part == "backward"
+    monkeypatch.setitem(cos.meta, "seq_nr", -1)  # no forward op with that number: nothing is made up
+    assert provenance(view.exploration).node(1, "cos").where == "no source line recorded"
 
 
 def test_a_node_names_the_exact_lines_that_compute_it(view):
