@@ -60,6 +60,9 @@ class Options:
     # Training: the fraction of soft recompute bans our partitioner keeps (autodiff/budget.py).
     # 1.0 saves what the min-cut saves; lower recomputes more in the backward to save fewer bytes.
     activation_budget: float = 1.0
+    # False: every loop node its own kernel (the scheduler still records each pair and whether it
+    # could have fused): to see what fusion buys.
+    fusion: bool = True
 
     @property
     def check_memory(self) -> bool:
@@ -85,7 +88,8 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False, debug: str = "", check: bool = False, activation_budget: float = 1.0) -> Any:
+            dynamic: bool = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
+            fusion: bool = True) -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
@@ -97,9 +101,10 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     raises KernelCheckError naming the first kernel that disagrees, its FX nodes and your source line.
     `activation_budget` (training, 0.0 ... 1.0): lower saves fewer activations for the backward and
     recomputes more there (session.graphs[i].partition shows what was saved and the trade-off curve).
+    `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
-                      activation_budget=activation_budget)
+                      activation_budget=activation_budget, fusion=fusion)
     if fn is None:
         return lambda f: _compiled(f, options)
     return _compiled(fn, options)
@@ -118,13 +123,15 @@ def _original(fn: Any) -> Any:
 
 
 def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
-            dynamic: bool = False, activation_budget: float = 1.0, **kwargs: Any) -> CompileSession:
+            dynamic: bool = False, activation_budget: float = 1.0, fusion: bool = True,
+            **kwargs: Any) -> CompileSession:
     """Compile `fn`, run it once on `args`, and return the CompileSession with every stage's artifact.
 
         s = explain(lambda x: torch.softmax(x, -1), torch.randn(8, 16))
         print(s.graphs[0].schedule.pretty())
     """
-    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic, activation_budget=activation_budget))
+    compiled = CompiledFunction(_original(fn), Options(backend, mode, dynamic, activation_budget=activation_budget,
+                                                       fusion=fusion))
     if train:
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
@@ -274,7 +281,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         record.loops = lower(record.prims)
     with timer("schedule"):
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
-        record.loops, record.schedule = schedule_with_epilogues(record.loops)
+        record.loops, record.schedule = schedule_with_epilogues(record.loops, fusion=options.fusion)
     with timer("memory"):
         # The check mode re-reads each kernel's inputs after it ran: nothing may be written over them.
         record.memory = plan_memory(record.loops, record.schedule, in_place=not options.check_kernels)

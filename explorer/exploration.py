@@ -18,7 +18,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core.analysis.traffic import bytes_moved
-from compiler_core.api import training_loss
+from compiler_core.api import Options, training_loss
 from compiler_core.bench.timing import peak_cuda_bytes
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
@@ -41,6 +41,19 @@ class Exploration:
     train: bool = False
     measured: Optional["Measured"] = None  # per-kernel costs and ceilings (None: not timed)
     inductor: Optional[InductorProgram] = None  # Inductor's program for the same code (None: not compared)
+    program: Optional["Program"] = field(default=None, compare=False)  # what to compile again (What-if tab)
+
+
+@dataclass(frozen=True)
+class Program:
+    """The user's program as the explorer compiled it, kept so the What-if tab can compile it again
+    with other options and time it beside this one."""
+
+    fn: Callable  # the user's function or module (the cell, for %%fcompile)
+    args: tuple  # the inputs it was explored on
+    options: Options  # compiler_core's options of this compilation
+    run: Callable  # this compilation as timed: the compiled function, or a training step through it
+    train: bool = False
 
 
 @dataclass(frozen=True)
@@ -69,6 +82,7 @@ def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto"
     if train:  # the same inputs explain(train=True) uses: leaves that require grad
         args = tuple(a.detach().requires_grad_(a.is_floating_point()) if isinstance(a, torch.Tensor) else a
                      for a in args)
+    options = Options(backend, mode, debug="check" if check else "")
     compiled = cc.compile(fn, backend=backend, mode=mode, check=check)
     run_compiled = training_step(compiled) if train else compiled
     run_compiled(*args)  # compiles; `compiled.session` now holds every stage's artifact
@@ -87,7 +101,7 @@ def explore_function(fn: Callable, args: Sequence[Any], *, backend: str = "auto"
         timing, measured = measure_program(eager, run_compiled, args, session, repeats, others)
     return gather(session, title or getattr(fn, "__name__", type(fn).__name__), timing,
                   other_backends_of(fn, args, session, kernels_for, mode), train=train, measured=measured,
-                  inductor=inductor)
+                  inductor=inductor, program=Program(fn, args, options, run_compiled, train))
 
 
 def compare_with_inductor(fn: Callable, args: Sequence[Any], mode: str = "default", train: bool = False,
@@ -111,7 +125,8 @@ def compare_with_inductor(fn: Callable, args: Sequence[Any], mode: str = "defaul
 
 def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
            other: tuple[dict, dict] = ({}, {}), train: bool = False,
-           measured: Optional[Measured] = None, inductor: Optional[InductorProgram] = None) -> Exploration:
+           measured: Optional[Measured] = None, inductor: Optional[InductorProgram] = None,
+           program: Optional[Program] = None) -> Exploration:
     """An Exploration from a session already made (the %%fcompile magic compiles on its own)."""
     main = session_backend(session)
     kernels = {main: tuple(session.kernels), **other[0]}
@@ -119,7 +134,8 @@ def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
     if not session.kernels:
         notes[main] = _why_no_kernels(session)
     return Exploration(title=title, session=session, backend=main, timing=timing, traffic=bytes_moved(session),
-                       kernels=kernels, kernel_notes=notes, train=train, measured=measured, inductor=inductor)
+                       kernels=kernels, kernel_notes=notes, train=train, measured=measured, inductor=inductor,
+                       program=program)
 
 
 def measure_program(eager: Callable, compiled: Callable, args: Sequence[Any], session: CompileSession,

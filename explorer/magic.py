@@ -34,7 +34,14 @@ from IPython.display import display
 import compiler_core as cc
 from compiler_core.api import training_loss
 from explorer.cell import FUNCTION_NAME, UNSET, UNSET_NAME, CellError, CellProgram, cell_program
-from explorer.exploration import compare_with_inductor, gather, measure_program, other_backends_of, training_step
+from explorer.exploration import (
+    Program,
+    compare_with_inductor,
+    gather,
+    measure_program,
+    other_backends_of,
+    training_step,
+)
 from explorer.view import ExplorerView
 
 _VALUE_OPTIONS = ("--backend", "--mode", "--repeats", "--kernels-for", "--compare", "-o", "--output")
@@ -219,8 +226,9 @@ class FcompileMagics(Magics):
             timing, measured = (measure_program(eager, ours, copies, compiled.session, args.repeats, others)
                                 if args.repeats else (None, None))
             other = other_backends_of(fn, copies, compiled.session, kernels_for, args.mode)
+        program = Program(fn, copies, compiled.options, ours, args.train)
         return ExplorerView(gather(compiled.session, "this cell", timing, other, train=args.train,
-                                   measured=measured, inductor=inductor))
+                                   measured=measured, inductor=inductor, program=program))
 
 
 def cache_key(code: str, args: Any, program: CellProgram) -> str:

@@ -17,11 +17,23 @@ from typing import Any
 
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
+from explorer.provenance import Provenance, provenance
 from explorer.render.html import Markup, esc, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_tree
+from explorer.views.kernels import line_html, node_html
 from explorer.views.stepper import Step, pipeline_steps, step_html
+from explorer.views.whatif import (
+    WhatIf,
+    WhatIfRefused,
+    available_backends,
+    available_modes,
+    current_options,
+    program_device,
+    result_html,
+    what_if,
+)
 from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
@@ -115,7 +127,9 @@ class ExplorerView:
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
         """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
-        or for the Stepper tab "back" | "next" | "counter" | "step") -> widget,
+        for the Kernels tab "node" | "line" | "origin", for the Stepper tab "back" | "next" | "counter" | "step",
+        for the What-if tab "fusion" | "backend" | "mode" | "dynamic" | "activation_budget" | "recompile" | "result")
+        -> widget,
         for tests and notebooks."""
         _ = self.tab  # building the tab makes them
         return self._controls
@@ -148,6 +162,10 @@ class ExplorerView:
                 controls += [search, results]
             if title == "Fusion" and self.fx_node_choices():
                 controls += self._why_fused_controls(widgets)
+            if title == "Kernels" and self.provenance.nodes:
+                controls += self._provenance_controls(widgets)
+            if title == "What-if" and self.exploration.program is not None:
+                controls += self._what_if_controls(widgets)
             if title == "Stepper" and self.steps:
                 controls, body = self._stepper_controls(widgets), self._controls[("Stepper", "step")]
             children.append(widgets.VBox(controls + [body]) if controls else body)
@@ -181,6 +199,69 @@ class ExplorerView:
         self._controls.update({("Stepper", "back"): back, ("Stepper", "next"): forward,
                                ("Stepper", "counter"): counter, ("Stepper", "step"): body})
         return [widgets.HBox([back, forward, counter])]
+
+    @cached_property
+    def provenance(self) -> Provenance:
+        """FX node <-> generated lines <-> your Python lines (the Kernels tab's two dropdowns, as data)."""
+        return provenance(self.exploration)
+
+    def _provenance_controls(self, widgets: Any) -> list:
+        """Pick an FX node: its kernels, lines highlighted, and your line. Pick a generated line: its FX
+        nodes and your lines. The answer shows the latest pick."""
+        prov = self.provenance
+        nodes = [(o.label, (o.record, o.node)) for o in prov.nodes]
+        several = len(prov.kernels) > 1
+        lines = [((f"[{b}] " if several else "") + label, where) for b in prov.kernels
+                 for label, where in prov.line_choices(b)]
+        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, value=None, description="FX node")
+        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, value=None, description="line")
+        answer = widgets.HTML()
+        node.observe(lambda change: setattr(answer, "value", panel(node_html(prov, *change["new"])))
+                     if change["new"] is not None else None, names="value")
+        line.observe(lambda change: setattr(answer, "value", panel(line_html(prov, *change["new"])))
+                     if change["new"] is not None else None, names="value")
+        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer})
+        return [widgets.HBox([node, line]), answer]
+
+    def what_if(self, repeats: int = 5, **changes: Any) -> WhatIf:
+        """Compile the program again with other options and compare: `view.what_if(fusion=False).rows()`."""
+        return what_if(self.exploration, repeats=repeats, **changes)
+
+    def what_if_html(self, repeats: int = 5, **changes: Any) -> str:
+        """The What-if tab's answer: the before/after table, or one line saying why not."""
+        try:
+            return result_html(self.what_if(repeats=repeats, **changes))
+        except WhatIfRefused as exc:
+            return f'<p class="fxe-bad">{esc(exc)}</p>'
+
+    def _what_if_controls(self, widgets: Any) -> list:
+        """The toggles change nothing until Recompile is pressed (a slider drag must not compile)."""
+        exp = self.exploration
+        now, device = current_options(exp), program_device(exp.program)
+        backends = list(dict.fromkeys([now.backend, *available_backends(device)]))
+        modes = list(dict.fromkeys([now.mode, *available_modes(device)]))
+        toggles = {
+            "fusion": widgets.Checkbox(value=now.fusion, description="fusion"),
+            "backend": widgets.Dropdown(options=backends, value=now.backend, description="backend"),
+            "mode": widgets.Dropdown(options=modes, value=now.mode, description="mode"),
+            "dynamic": widgets.Checkbox(value=now.dynamic, description="dynamic"),
+            "activation_budget": widgets.FloatSlider(value=now.activation_budget, min=0.0, max=1.0, step=0.05,
+                                                     description="activation budget", disabled=not exp.train),
+        }
+        button = widgets.Button(description="Recompile", icon="refresh")
+        result = widgets.HTML()
+
+        def recompile(_button: Any) -> None:
+            changes = {name: toggle.value for name, toggle in toggles.items()
+                       if toggle.value != getattr(now, name)}
+            result.value = panel('<p class="fxe-note">Recompiling and timing...</p>')
+            result.value = panel(self.what_if_html(**changes))
+
+        button.on_click(recompile)
+        self._controls.update({("What-if", name): toggle for name, toggle in toggles.items()})
+        self._controls.update({("What-if", "recompile"): button, ("What-if", "result"): result})
+        return [widgets.HBox([toggles["fusion"], toggles["dynamic"], toggles["backend"], toggles["mode"]]),
+                widgets.HBox([toggles["activation_budget"], button]), result]
 
     def _why_fused_controls(self, widgets: Any) -> list:
         """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""

@@ -26,7 +26,7 @@ from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 TABS = ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary",
-        "Stepper")
+        "Stepper", "What-if")
 
 
 def softmax(x):

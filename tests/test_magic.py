@@ -45,9 +45,23 @@ def test_cell_names_stay_and_value_is_the_result(shell):
     assert len(shown) == 1 and "data:image/svg+xml;base64," in shown[0]["text/html"]
     view = magics(shell).last_view
     assert view.tab_titles == ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory",
-                               "Roofline", "Timing", "Summary", "Stepper")
+                               "Roofline", "Timing", "Summary", "Stepper", "What-if")
     assert "__fcompile_value" not in view.sections["Graph"]  # our helper names stay out of the user's graph
     assert "data:image/svg+xml;base64," in view.html()
+
+
+def test_what_if_recompiles_the_cell_without_touching_the_notebook(shell):
+    with capture_output():
+        result = shell.run_cell("%%fcompile --repeats 2 --backend cpp\n"
+                                "s = torch.softmax(x * 2, -1)\n"
+                                "m = s.amax(-1)")
+    assert result.success, result.error_in_exec
+    before = {name: shell.user_ns[name].clone() for name in ("s", "m")}
+    answer = magics(shell).last_view.what_if(repeats=0, fusion=False)
+    assert answer.matches_eager and answer.after.kernels > answer.before.kernels
+    assert answer.after_options.backend == "cpp" and not answer.after_options.fusion
+    for name, value in before.items():  # the recompiled cell ran on copies and wrote nothing back
+        torch.testing.assert_close(shell.user_ns[name], value)
 
 
 def test_no_view_and_no_value(shell):

@@ -160,6 +160,25 @@ def test_kernel_sources_name_their_ops_and_both_backends_generate():
         assert k.name in s.graphs[0].wrapper.source
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_every_computing_line_of_a_kernel_names_its_fx_nodes(backend):
+    def sin_then_softmax(x):
+        return torch.softmax(torch.sin(x) * 2, -1)
+
+    k = _explain(sin_then_softmax, torch.randn(4, 8), backend=backend).kernels[0]
+    lines = k.source.split("\n")
+    assert "\x1f" not in k.source  # the marks codegen puts on lines are gone from the source
+    assert {n for _, nodes in k.line_origins for n in nodes} == set(k.origins)
+    # The exact lines: sin's call computes sin (an inlined producer keeps its own name), the exponent exp.
+    call = "std::sin(" if backend == "cpp" else "tl.sin("
+    assert [lines[i - 1].strip() for i in k.lines_of("sin") if call in lines[i - 1]]
+    assert all("exp(" in lines[i - 1] or "rowcache" in lines[i - 1] for i in k.lines_of("exp"))
+    assert all(k.nodes_at(i) == ("sin",) for i, line in enumerate(lines, 1) if call in line)
+    assert k.nodes_at(1) == ()  # the header computes nothing
+    annotated = k.annotated().split("\n")
+    assert len(annotated) == len(lines) and any(line.endswith("<- sin") for line in annotated)
+
+
 def test_wrapper_is_printable_python_that_runs():
     s = _explain(lambda x: torch.softmax(x, -1), torch.randn(4, 8))
     src = s.graphs[0].wrapper.pretty()
@@ -188,6 +207,24 @@ def test_reduce_overhead_on_cpu_says_why_no_cuda_graph():
     compiled = cc.compile(lambda x: x * 2, mode="reduce-overhead")
     torch.testing.assert_close(compiled(torch.ones(4)), torch.full((4,), 2.0))
     assert compiled.session.graphs[0].artifact.cudagraph == "not used: CUDA graphs need CUDA tensors"
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_fusion_off_gives_every_loop_node_its_own_kernel_with_the_same_values(backend):
+    def linear_relu_softmax(x, w, b):
+        return torch.relu(F.linear(x, w, b)).softmax(-1) * 2
+
+    args = (torch.randn(8, 16), torch.randn(4, 16), torch.randn(4))
+    fused, unfused = (cc.compile(linear_relu_softmax, backend=backend, fusion=f) for f in (True, False))
+    for compiled in (fused, unfused):
+        torch.testing.assert_close(compiled(*args), linear_relu_softmax(*args))
+    record = unfused.session.graphs[0]
+    computing = [n for n in record.loops.nodes if n.kind != "extern"]
+    assert len(record.schedule.groups) == len(record.loops.nodes)
+    assert unfused.session.stats["kernel_count"] == len(computing) > fused.session.stats["kernel_count"]
+    assert record.schedule.decisions and all(not d.accepted and d.reason.startswith("fusion off")
+                                             for d in record.schedule.decisions)
+    assert any(d.legal for d in record.schedule.decisions)  # pairs that could have fused say so
 
 
 def test_siblings_reading_one_input_share_a_kernel():

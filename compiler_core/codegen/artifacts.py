@@ -19,9 +19,32 @@ class KernelSource:
     # Divides integers and flags a zero divisor for the runtime to raise as eager does (only these
     # kernels' graphs pay for reading the flag after each call).
     checks_int_div: bool = False
+    # Line-level provenance: (1-based line of `source`, the FX nodes it computes) for every line that
+    # computes something (loads, ops, stores, reductions); loop headers and pragmas have none.
+    line_origins: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
     def pretty(self) -> str:
         return self.source
+
+    def nodes_at(self, line: int) -> tuple[str, ...]:
+        """The FX nodes line `line` (1-based) of the source computes; () for a loop header or a pragma."""
+        return dict(self.line_origins).get(line, ())
+
+    def lines_of(self, node: str) -> tuple[int, ...]:
+        """The source lines (1-based) that compute FX node `node`."""
+        return tuple(line for line, nodes in self.line_origins if node in nodes)
+
+    def annotated(self) -> str:
+        """The source with each line's FX nodes in a comment column on the right:
+
+            tmp1 = tl.exp(tmp0)                     # <- exp
+        """
+        comment = "//" if self.backend == "cpp" else "#"
+        lines = self.source.split("\n")
+        width = min(max((len(line) for line in lines), default=0), 88) + 2
+        nodes = dict(self.line_origins)
+        return "\n".join(f"{line:<{width}}{comment} <- {', '.join(nodes[i])}" if i in nodes else line
+                         for i, line in enumerate(lines, 1))
 
 
 @dataclass(frozen=True)

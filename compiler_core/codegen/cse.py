@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+from compiler_core.codegen.origins import marked
 from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value
 
 
@@ -17,6 +18,14 @@ class CSEPrinter:
         self.lines: list[str] = []
         self.cache: dict[str, str] = {}
         self.counter = 0
+        # The FX nodes of the step being printed: the provenance of lines whose value names none
+        # (loads, stores, accumulators). An op's own `origins` win (an inlined producer's line).
+        self.origins: tuple[str, ...] = ()
+        self._reading_for: tuple[str, ...] = ()  # the op whose arguments are being printed: a load's user
+
+    def mark(self, line: str, origins: tuple[str, ...] = ()) -> str:
+        """`line` marked with the FX nodes it computes (codegen/origins.py), the step's by default."""
+        return marked(line, origins or self.origins)
 
     def child(self) -> "CSEPrinter":
         """A nested scope (e.g. one loop body) that still sees the parent's temporaries."""
@@ -41,7 +50,8 @@ class CSEPrinter:
             return self.cache[text]
         name = f"{self.prefix}{self.counter}"
         self.counter += 1
-        self.lines.append(self.declare(name, text, value))
+        origins = getattr(value, "origins", ()) or self._reading_for
+        self.lines.append(self.mark(self.declare(name, text, value), origins))
         self.cache[text] = name
         return name
 
@@ -59,10 +69,14 @@ class CSEPrinter:
             return self.index_value(value)
         if isinstance(value, ReductionResult):
             return self.reduction_result(value)
-        if isinstance(value, Cast):
-            return self.cast(self.emit(value.arg), value.arg, value)
-        assert isinstance(value, Op)
-        return self.op(value, [self.emit(a) for a in value.args])
+        outer, self._reading_for = self._reading_for, value.origins or self._reading_for
+        try:
+            if isinstance(value, Cast):
+                return self.cast(self.emit(value.arg), value.arg, value)
+            assert isinstance(value, Op)
+            return self.op(value, [self.emit(a) for a in value.args])
+        finally:
+            self._reading_for = outer
 
     # ---- supplied by each backend -------------------------------------------------------
     def load(self, value: Load, mask: str | None = None, positions: list[str] | None = None) -> str: ...

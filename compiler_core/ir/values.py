@@ -10,7 +10,7 @@ storage: loads upcast, stores downcast).
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Union
 
 import torch
@@ -69,12 +69,16 @@ class Op:
     op: str  # a primitive name from compiler_core.decomp.primitives.POINTWISE
     args: tuple["Value", ...]
     dtype: torch.dtype
+    # The FX nodes this op computes (provenance for the generated lines); not part of the value:
+    # two equal expressions from different nodes are still one common subexpression.
+    origins: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
 class Cast:
     arg: "Value"
     dtype: torch.dtype
+    origins: tuple[str, ...] = field(default=(), compare=False)
 
 
 @dataclass(frozen=True)
@@ -111,9 +115,9 @@ def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
     """Copy of the tree with each leaf (Load, Constant, IndexValue, ReductionResult) replaced (a Load's
     mask and positions are rebuilt before `leaf` sees it)."""
     if isinstance(value, Op):
-        return Op(value.op, tuple(rebuild(a, leaf) for a in value.args), value.dtype)
+        return Op(value.op, tuple(rebuild(a, leaf) for a in value.args), value.dtype, value.origins)
     if isinstance(value, Cast):
-        return Cast(rebuild(value.arg, leaf), value.dtype)
+        return Cast(rebuild(value.arg, leaf), value.dtype, value.origins)
     if isinstance(value, Load) and value.mask is not None:  # the mask first; `leaf` sees the new one
         value = dataclasses.replace(value, mask=rebuild(value.mask, leaf))
     if isinstance(value, Load) and value.indirect:
@@ -133,6 +137,20 @@ def subs_index(value: Value, mapping: dict[str, Index], ranges: dict[str, int]) 
         return v
 
     return rebuild(value, leaf)
+
+
+def with_origins(value: Value, origins: tuple[str, ...]) -> Value:
+    """Copy of the tree with every op and cast (masks and positions of loads included) saying it
+    computes FX nodes `origins`: a loop node's own body, before producers are inlined into it."""
+    if isinstance(value, Op):
+        return Op(value.op, tuple(with_origins(a, origins) for a in value.args), value.dtype, origins)
+    if isinstance(value, Cast):
+        return Cast(with_origins(value.arg, origins), value.dtype, origins)
+    if isinstance(value, Load) and (value.mask is not None or value.indirect):
+        mask = None if value.mask is None else with_origins(value.mask, origins)
+        indirect = tuple(dataclasses.replace(t, value=with_origins(t.value, origins)) for t in value.indirect)
+        return dataclasses.replace(value, mask=mask, indirect=indirect)
+    return value
 
 
 def loads(value: Value) -> list[Load]:

@@ -198,19 +198,7 @@ class KernelChecker:
 
     def _find_source_line(self, name: str) -> str:
         node = self.nodes.get(name)
-        if node is None:
-            return ""
-        line = user_frame(node.meta.get("stack_trace"))
-        if line or self.dynamo_graph is None:
-            return line
-        # No stack trace on the ATen node: ask Dynamo's graph about the node it came from.
-        dynamo_nodes = {n.name: n for n in self.dynamo_graph.graph.nodes}
-        for source in _sources(node.meta.get("from_node") or ()):
-            if source in dynamo_nodes:
-                line = user_frame(dynamo_nodes[source].meta.get("stack_trace"))
-                if line:
-                    return line
-        return ""
+        return "" if node is None else node_source_line(node, self.dynamo_graph)
 
     def _message(self, result: KernelCheck) -> str:
         node = self.nodes[result.node]
@@ -246,6 +234,22 @@ def compare(actual: torch.Tensor, expected: Any) -> tuple[float, bool]:
 
 
 _FRAME = re.compile(r'File "([^"]+)", line (\d+), in ([^\n]+)\n([^\n]*)')
+
+
+def node_source_line(node: torch.fx.Node, dynamo_graph: Optional[torch.fx.GraphModule] = None) -> str:
+    """`file:line in function: code` of the user's line that made FX `node` ("" if unknown): its own
+    stack trace (a backward node carries its forward's), else that of the Dynamo node it came from."""
+    line = user_frame(node.meta.get("stack_trace"))
+    if line or dynamo_graph is None:
+        return line
+    # No stack trace on the ATen node: ask Dynamo's graph about the node it came from.
+    dynamo_nodes = {n.name: n for n in dynamo_graph.graph.nodes}
+    for source in _sources(node.meta.get("from_node") or ()):
+        if source in dynamo_nodes:
+            line = user_frame(dynamo_nodes[source].meta.get("stack_trace"))
+            if line:
+                return line
+    return ""
 
 
 def user_frame(stack_trace: Optional[str]) -> str:

@@ -31,8 +31,11 @@ ADDMM = "aten.addmm.default"
 MM_REASON = "matmul runs in cuBLAS/oneDNN (extern call); its bias add runs in the kernel after it"
 
 
-def schedule_with_epilogues(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
-    """Split each addmm whose bias add can fuse with its consumers; schedule the result."""
+def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[LoopGraph, Schedule]:
+    """Split each addmm whose bias add can fuse with its consumers; schedule the result. Without
+    fusion no bias add can join a kernel, so every addmm stays whole."""
+    if not fusion:
+        return graph, schedule(graph, fusion=False)
     readers: dict[str, list[LoopNode]] = {}  # buffer -> nodes reading it
     for n in graph.nodes:
         for b in n.input_buffers:

@@ -33,13 +33,19 @@ class _Group:
     kind: str  # "pointwise" | "reduction" | "extern"
 
 
-def schedule(graph: LoopGraph) -> Schedule:
-    return _Scheduler(graph).run()
+FUSION_OFF = "fusion off (compile(..., fusion=False)): not merged"
+
+
+def schedule(graph: LoopGraph, fusion: bool = True) -> Schedule:
+    """Fused groups of `graph`'s loop nodes. `fusion=False`: one group per node; each candidate pair is
+    still evaluated and logged, legal or not, with FUSION_OFF before its reason, never taken."""
+    return _Scheduler(graph, fusion).run()
 
 
 class _Scheduler:
-    def __init__(self, graph: LoopGraph):
+    def __init__(self, graph: LoopGraph, fusion: bool = True):
         self.graph = graph
+        self.fusion = fusion
         self.order = {n.name: i for i, n in enumerate(graph.nodes)}
         self.nodes = {n.name: n for n in graph.nodes}
         self.producer_of = {b: n.name for b, n in graph.producers().items()}
@@ -74,8 +80,11 @@ class _Scheduler:
             self.merged_space.clear()
             for a, b in self._candidate_pairs():
                 decision = self._evaluate(a, b)
+                if not self.fusion:
+                    decision = FusionDecision(decision.first, decision.second, decision.legal, False,
+                                              f"{FUSION_OFF}; {decision.reason}", decision.bytes_saved)
                 self.decisions[(tuple(a.members), tuple(b.members))] = decision
-                if decision.legal:
+                if decision.legal and self.fusion:
                     legal.append((a, b, decision))
             if not legal:
                 break

@@ -20,7 +20,17 @@ import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, floordiv, linear_index, mod
-from compiler_core.ir.values import Constant, Load, Op, ReductionResult, Value, rebuild, subs_index, walk
+from compiler_core.ir.values import (
+    Constant,
+    Load,
+    Op,
+    ReductionResult,
+    Value,
+    rebuild,
+    subs_index,
+    walk,
+    with_origins,
+)
 
 
 class PlanError(Exception):
@@ -152,6 +162,7 @@ class Step:
     store_buffer: Optional[str] = None  # buffer written (None: result stays in registers)
     store_index: Optional[Index] = None
     store_dtype: Optional[torch.dtype] = None
+    origins: tuple[str, ...] = ()  # the FX nodes of the step's own node (its loads and store, its reduction)
 
 
 INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder", "fmod")
@@ -262,13 +273,13 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
             # Pointwise producer: recompute it here, at the element this load asks for.
             mapping = invert_layout(producer, v.index, ranges)
             # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
-            body = subs_index(producer.body, mapping, ranges)
+            body = subs_index(with_origins(producer.body, producer.origins), mapping, ranges)
             if v.mask is None:
                 return resolve(body, depth + 1)
             # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
             # its loads must not happen either; the value there is 0, as the masked load gives.
             body = resolve(_masked_loads(body, v.mask), depth + 1)
-            return Op("where", (v.mask, body, Constant(_zero(body.dtype), body.dtype)), body.dtype)
+            return Op("where", (v.mask, body, Constant(_zero(body.dtype), body.dtype)), body.dtype, producer.origins)
 
         return rebuild(value, leaf)
 
@@ -279,7 +290,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
         if node.kind == "pointwise" and not is_stored:
             continue  # only ever inlined into consumers
         mapping, scope = placed[n]
-        value = resolve(subs_index(node.body, mapping, ranges))
+        value = resolve(subs_index(with_origins(node.body, node.origins), mapping, ranges))
         store_index = _store_in_space(node, mapping, ranges) if is_stored else None
         if node.kind == "reduction":
             # layer_norm's decomposition sums x twice (for the mean and inside var): reduce once.
@@ -289,13 +300,13 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                 if is_stored:
                     steps.append(Step(node=n, scope="row", value=ReductionResult(reductions_seen[key], value.dtype),
                                       store_buffer=node.output.name, store_index=store_index,
-                                      store_dtype=node.output.dtype))
+                                      store_dtype=node.output.dtype, origins=node.origins))
                 continue
             reductions_seen[key] = n
         steps.append(Step(node=n, scope=scope if node.kind == "pointwise" else "full", value=value,
                           reduction_type=node.reduction_type,
                           store_buffer=node.output.name if is_stored else None, store_index=store_index,
-                          store_dtype=node.output.dtype))
+                          store_dtype=node.output.dtype, origins=node.origins))
     origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
     return _with_parameters(KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(),
                                        origins=origins))

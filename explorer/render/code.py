@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+from typing import Sequence
+
 from pygments import highlight
 from pygments.formatters import HtmlFormatter
 from pygments.lexers import CppLexer, PythonLexer, TextLexer
@@ -12,9 +14,11 @@ from pygments.lexers import CppLexer, PythonLexer, TextLexer
 _LEXERS = {"cpp": CppLexer, "c++": CppLexer, "triton": PythonLexer, "python": PythonLexer}
 
 
-def highlight_code(source: str, language: str) -> str:
-    """A <div><pre>...</pre></div> block; `language` is "cpp", "triton", "python" or anything (plain)."""
+def highlight_code(source: str, language: str, marked_lines: Sequence[int] = ()) -> str:
+    """A <div><pre>...</pre></div> block; `language` is "cpp", "triton", "python" or anything (plain).
+    `marked_lines` (1-based) get the style's light yellow background."""
     lexer = _LEXERS.get(language.lower(), TextLexer)()
     # noclasses: the colours travel with the markup, into widgets, notebooks and standalone pages alike.
-    formatter = HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0")
+    formatter = HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0",
+                              hl_lines=list(marked_lines))
     return f'<div class="fxe-code">{highlight(source, lexer, formatter)}</div>'

@@ -15,10 +15,11 @@ from explorer.views import (
     stepper,
     summary,
     timing,
+    whatif,
 )
 
 # Tab order: from what was captured (and, training, how forward and backward were split), to what it
-# became, to what it costs.
+# became, to what it costs; last, what it would become with other options.
 VIEWS = (
     ("Capture", capture.render),
     ("Graph", graph.render),
@@ -31,6 +32,7 @@ VIEWS = (
     ("Timing", timing.render),
     ("Summary", summary.render),
     ("Stepper", stepper.render),
+    ("What-if", whatif.render),
 )
 
 __all__ = ["VIEWS"]

@@ -1,4 +1,10 @@
-"""Kernels view: the generated source of every kernel, for each backend that was asked for."""
+"""Kernels view: the generated source of every kernel, for each backend that was asked for, each line
+annotated with the FX nodes it computes, and each kernel's FX nodes with the user's Python line.
+
+The widget (explorer/view.py) adds provenance both ways: pick an FX node and see its kernels with
+the lines that compute it highlighted (`node_html`); pick a generated line and see its FX nodes and
+the Python lines they came from (`line_html`).
+"""
 
 from __future__ import annotations
 
@@ -7,14 +13,16 @@ from typing import Optional
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.runtime.artifacts import KernelCheck
 from explorer.exploration import Exploration
+from explorer.provenance import NodeOrigin, Provenance, provenance
 from explorer.render.code import highlight_code
-from explorer.render.html import details, esc, message, plural
+from explorer.render.html import Markup, details, esc, message, plural, table
 
 BACKEND_TITLES = {"cpp": "C++ / OpenMP (CPU)", "triton": "Triton"}
 
 
 def render(exp: Exploration) -> str:
     parts = []
+    prov = provenance(exp)
     backends = list(dict.fromkeys([exp.backend, *exp.kernels, *exp.kernel_notes]))
     if len(backends) > 1:
         links = ", ".join(f"{BACKEND_TITLES.get(b, b)} ({plural(len(exp.kernels.get(b, ())), 'kernel')})"
@@ -31,7 +39,7 @@ def render(exp: Exploration) -> str:
             parts.append(message(exp.kernel_notes[backend]))
         checks = _checks(exp) if backend == exp.backend else {}
         for kernel in exp.kernels.get(backend, ()):
-            parts.append(render_kernel(kernel, checks.get(kernel.name)))
+            parts.append(render_kernel(kernel, checks.get(kernel.name), prov))
         if backend == exp.backend:
             for record in exp.session.all_records():
                 if record.wrapper is not None:
@@ -40,14 +48,70 @@ def render(exp: Exploration) -> str:
     return "".join(parts)
 
 
-def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None) -> str:
+def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, prov: Optional[Provenance] = None) -> str:
     facts = [f"{kernel.kind} kernel", f"computes {', '.join(kernel.origins) or '-'}"]
     if kernel.grid:
         facts.append(f"grid {kernel.grid}")
     if kernel.signature:
         facts.append(f"arguments ({', '.join(kernel.signature)})")
+    # Each line's FX nodes in a comment column, folded under the source as it runs: readable in static
+    # HTML, where nothing can be clicked.
+    annotated = (details(f"{kernel.name} with the FX nodes of each line",
+                         highlight_code(kernel.annotated(), kernel.backend)) if kernel.line_origins else "")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
-            + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend))
+            + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend)
+            + annotated + (_origins_table(kernel, prov) if prov is not None else ""))
+
+
+def _origins_table(kernel: KernelSource, prov: Provenance) -> str:
+    """The kernel's FX nodes, the lines that compute them, and the user's line each came from."""
+    record = prov.kernel_records.get(kernel.name)
+    rows = []
+    for name in kernel.origins:
+        origin = _origin(prov, record, name)
+        lines = ", ".join(map(str, kernel.lines_of(name))) or "-"
+        rows.append((Markup(f"<code>{esc(name)}</code>"), origin.target if origin else "-", lines,
+                     origin.where if origin else "-"))
+    return details(f"{kernel.name}: FX nodes and your source lines",
+                   table(["FX node", "op", "kernel lines", "your code"], rows))
+
+
+def _origin(prov: Provenance, record: Optional[int], name: str) -> Optional[NodeOrigin]:
+    try:
+        return prov.node(record, name) if record is not None else None
+    except KeyError:
+        return None
+
+
+def node_html(prov: Provenance, record: int, name: str) -> str:
+    """FX node `name` of record `record`: its user line, and each kernel computing it (for every backend
+    shown) with those lines highlighted; an extern call says it has no generated source."""
+    origin = prov.node(record, name)
+    parts = [f"<p><code>{esc(origin.node)}</code> ({esc(origin.target)}, {esc(origin.graph)}): "
+             f"{esc(origin.where)}</p>"]
+    if origin.extern:
+        parts.append('<p class="fxe-note">An extern call (a library kernel such as a matmul): no generated source; '
+                     "the host program calls it.</p>")
+    for backend in prov.kernels:
+        for kernel_name, lines in prov.kernels_of(record, name, backend):
+            kernel = prov.kernel(backend, kernel_name)
+            where = f"lines {', '.join(map(str, lines))}" if lines else "no single line (its values are inlined)"
+            parts.append(f"<h4>{esc(kernel_name)} ({esc(BACKEND_TITLES.get(backend, backend))}): {esc(where)}</h4>"
+                         + highlight_code(kernel.source, backend, lines))
+    if not origin.extern and len(parts) == 1:
+        parts.append('<p class="fxe-note">No kernel computes it here (a view, or a graph that ran in eager).</p>')
+    return "".join(parts)
+
+
+def line_html(prov: Provenance, backend: str, kernel_name: str, line: int) -> str:
+    """Line `line` of a kernel: its FX nodes and the user's line each came from, the line highlighted."""
+    found = prov.at(backend, kernel_name, line)
+    kernel = prov.kernel(backend, kernel_name)
+    rows = [(Markup(f"<code>{esc(o.node)}</code>"), o.target, o.where) for o in found.nodes]
+    summary = (f"<p>{esc(kernel_name)} line {line}: <code>{esc(found.code.strip())}</code> computes "
+               f"{esc(', '.join(o.node for o in found.nodes) or 'nothing of the graph (loop or setup)')}</p>")
+    return (summary + (table(["FX node", "op", "your code"], rows) if rows else "")
+            + highlight_code(kernel.source, backend, [line]))
 
 
 def _checks(exp: Exploration) -> dict[str, KernelCheck]:

@@ -13,6 +13,7 @@ import torch
 
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
+from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
 from compiler_core.ir.index import linear_index
 from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value, walk
@@ -172,11 +173,12 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
     lines.append("}")
     signature = plan.arguments
     kind = "reduction" if plan.is_reduction else "pointwise"
-    return KernelSource(name=plan.name, backend="cpp", source="\n".join(lines), signature=signature,
+    source, line_origins = split_origins(lines)
+    return KernelSource(name=plan.name, backend="cpp", source=source, signature=signature,
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
-                        checks_int_div=plan.may_flag_errors())
+                        checks_int_div=plan.may_flag_errors(), line_origins=line_origins)
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:
@@ -195,7 +197,8 @@ def _pointwise_body(plan: KernelPlan) -> list[str]:
     names = [f"x{i}" for i in range(len(plan.space.x))]
     printer = CppPrinter()
     for step in plan.steps:
-        printer.lines.append(store_statement(step, printer.emit(step.value)))
+        printer.origins = step.origins
+        printer.lines.append(printer.mark(store_statement(step, printer.emit(step.value))))
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
     parallel = plan.xnumel >= PARALLEL_MIN_ELEMENTS
@@ -281,9 +284,9 @@ def _replace(value: Value, table: dict[Value, Value]) -> Value:
     if value in table:
         return table[value]
     if isinstance(value, Op):
-        return Op(value.op, tuple(_replace(a, table) for a in value.args), value.dtype)
+        return Op(value.op, tuple(_replace(a, table) for a in value.args), value.dtype, value.origins)
     if isinstance(value, Cast):
-        return Cast(_replace(value.arg, table), value.dtype)
+        return Cast(_replace(value.arg, table), value.dtype, value.origins)
     return value
 
 
@@ -301,24 +304,28 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         readable = {v: slot for v, slot in cache_slots.items() if cached[v] < phase_index}
         if kind == "row":
             step = steps[0]
-            row.lines.append(store_statement(step, row.emit(step.value)))
+            row.origins = step.origins
+            row.lines.append(row.mark(store_statement(step, row.emit(step.value))))
             continue
         reductions = [s for s in steps if s.reduction_type]
         for s in reductions:
             init = reduction_init(s.reduction_type, s.value.dtype)
-            row.lines.append(f"{register_type(s.value.dtype)} acc_{s.node} = {init};")
+            row.lines.append(row.mark(f"{register_type(s.value.dtype)} acc_{s.node} = {init};", s.origins))
             if _tracks_nan(s):
-                row.lines.append(f"int nan_acc_{s.node} = 0;")
+                row.lines.append(row.mark(f"int nan_acc_{s.node} = 0;", s.origins))
         inner = row.child()
         for s in steps:
+            inner.origins = s.origins
             name = inner.emit(_replace(s.value, readable))
             if s.reduction_type:
-                inner.lines.append(reduction_combine(s.reduction_type, f"acc_{s.node}", name, _tracks_nan(s)))
+                inner.lines.append(inner.mark(reduction_combine(s.reduction_type, f"acc_{s.node}", name,
+                                                                _tracks_nan(s))))
             else:
-                inner.lines.append(store_statement(s, name))
+                inner.lines.append(inner.mark(store_statement(s, name)))
         for v, slot in cache_slots.items():
             if cached[v] == phase_index:
-                inner.lines.append(f"{slot.buffer}[{r_flat.render(div='/')}] = {inner.emit(_replace(v, readable))};")
+                cached_value = inner.emit(_replace(v, readable))
+                inner.lines.append(inner.mark(f"{slot.buffer}[{r_flat.render(div='/')}] = {cached_value};", v.origins))
         row.sync_counter(inner)
         loops = _loops(rnames, plan.space.r)
         for depth, loop in enumerate(loops):
@@ -332,9 +339,9 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
             if _tracks_nan(s):
                 nan = f"std::numeric_limits<{register_type(s.value.dtype)}>::quiet_NaN()"
                 result = f"(nan_acc_{s.node} ? {nan} : {result})"
-            row.lines.append(f"const {register_type(s.value.dtype)} red_{s.node} = {result};")
+            row.lines.append(row.mark(f"const {register_type(s.value.dtype)} red_{s.node} = {result};", s.origins))
             if s.store_buffer:
-                row.lines.append(store_statement(s, f"red_{s.node}"))
+                row.lines.append(row.mark(store_statement(s, f"red_{s.node}"), s.origins))
     out = []
     if xnames:
         if plan.xnumel * max(plan.rnumel, 1) >= PARALLEL_MIN_ELEMENTS and plan.xnumel > 1:

@@ -11,12 +11,14 @@ the kernel is compiled for a real GPU.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import torch
 
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
+from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.index import Index, floordiv, mod
 from compiler_core.ir.values import (
     Cast,
@@ -469,10 +471,11 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
                   "    xmask = xindex < xnumel"]
         body = _pointwise_body(steps, interpret)
     lines += ["    " + ln for ln in body]
-    return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
+    source, line_origins = split_origins(lines)
+    return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
-                        checks_int_div=interpret and plan.may_flag_errors())
+                        checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins)
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
@@ -488,8 +491,7 @@ def _flat_steps(plan: KernelPlan) -> list[Step]:
     out = []
     for s in plan.steps:
         store = s.store_index.subs(mapping, ranges) if s.store_index is not None else None
-        out.append(Step(s.node, s.scope, subs_index(s.value, mapping, ranges), s.reduction_type, s.store_buffer,
-                        store, s.store_dtype))
+        out.append(dataclasses.replace(s, value=subs_index(s.value, mapping, ranges), store_index=store))
     return out
 
 
@@ -507,7 +509,8 @@ def _depends_on_position(value: Value) -> bool:
 def _pointwise_body(steps: list[Step], interpret: bool) -> list[str]:
     printer = TritonPrinter("xmask", interpret)
     for s in steps:
-        printer.lines.append(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]"))
+        printer.origins = s.origins
+        printer.lines.append(printer.mark(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]")))
     return printer.lines
 
 
@@ -546,7 +549,8 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
         group = [by_node[s.node] for s in group]
         if kind == "row":
             s = group[0]
-            row.lines.append(_store(s, row.emit(s.value), "xmask", "[XBLOCK, 1]"))
+            row.origins = s.origins
+            row.lines.append(row.mark(_store(s, row.emit(s.value), "xmask", "[XBLOCK, 1]")))
             if full_scope is not None:
                 full_scope.cache.update(row.cache)
             continue
@@ -556,27 +560,30 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             scope.cache.update(row.cache)
             scope.counter = max(scope.counter, row.counter)
             for s in group:
+                scope.origins = s.origins
                 name = scope.emit(s.value)
                 if s.reduction_type:
                     init = _init_value(s.reduction_type, s.value.dtype)
-                    scope.lines.append(f"_blk = tl.where({full_mask}, {name}, {init})")
-                    scope.lines += _finish_reduction(s.reduction_type, "_blk", s.value.dtype)
-                    scope.lines.append(f"red_{s.node} = _red")
+                    scope.lines.append(scope.mark(f"_blk = tl.where({full_mask}, {name}, {init})"))
+                    scope.lines += map(scope.mark, _finish_reduction(s.reduction_type, "_blk", s.value.dtype))
+                    scope.lines.append(scope.mark(f"red_{s.node} = _red"))
                     if s.store_buffer:
-                        scope.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+                        scope.lines.append(scope.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]")))
                 else:
-                    scope.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
+                    scope.lines.append(scope.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
             row.lines += scope.lines
             row.counter = max(row.counter, scope.counter)
             continue
         reductions = [s for s in group if s.reduction_type]
         for s in reductions:
             init = _init_value(s.reduction_type, s.value.dtype)
-            row.lines.append(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, {register_dtype(s.value.dtype)})")
+            row.lines.append(row.mark(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, "
+                                      f"{register_dtype(s.value.dtype)})", s.origins))
         inner = row.child()
         inner.mask = full_mask
         inner.lines += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
         for s in group:
+            inner.origins = s.origins
             name = inner.emit(s.value)
             if s.reduction_type:
                 acc = f"acc_{s.node}"
@@ -585,17 +592,18 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
                 combine = {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}",
                            "amax": f"tl.maximum({acc}, {v}{_nan_arg(s)})",
                            "amin": f"tl.minimum({acc}, {v}{_nan_arg(s)})"}[s.reduction_type]
-                inner.lines.append(f"{acc} = {combine}")
+                inner.lines.append(inner.mark(f"{acc} = {combine}"))
             else:
-                inner.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
+                inner.lines.append(inner.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
         row.sync_counter(inner)
         row.lines.append("for roffset in range(0, rnumel, RBLOCK):")
         row.lines += ["    " + ln for ln in inner.lines]
         for s in reductions:
-            row.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
-            row.lines.append(f"red_{s.node} = _red")
+            row.lines += [row.mark(line, s.origins)
+                          for line in _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)]
+            row.lines.append(row.mark(f"red_{s.node} = _red", s.origins))
             if s.store_buffer:
-                row.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+                row.lines.append(row.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"), s.origins))
     return row.lines
 
 

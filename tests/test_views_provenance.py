@@ -1,0 +1,107 @@
+"""Provenance both ways in the Kernels tab: an FX node -> its kernel, the exact generated lines and the
+user's Python line; a generated line -> its FX nodes; backward nodes name the forward line they
+differentiate. Without a browser: the model, the widget's answers and the static HTML."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+import torch
+
+from explorer import explore
+from explorer.provenance import provenance
+
+
+def sin_mm_softmax(x, w):
+    a = torch.sin(x) * 2
+    b = a @ w
+    return torch.relu(b).softmax(-1)
+
+
+LINE_SIN = sin_mm_softmax.__code__.co_firstlineno + 1  # a = torch.sin(x) * 2
+LINE_MM = LINE_SIN + 1
+
+
+def text(markup: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", markup))
+
+
+def marked_lines(markup: str) -> list[str]:
+    """The text of the lines highlight_code marked (pygments puts them in a background span)."""
+    return [text(m) for m in re.findall(r'<span style="background-color: #ffffcc">(.*?)\n</span>', markup, re.S)]
+
+
+@pytest.fixture(scope="module")
+def view():
+    return explore(sin_mm_softmax, torch.randn(8, 16), torch.randn(16, 4), backend="cpp", train=True,
+                   repeats=0, kernels_for=())
+
+
+def test_forward_and_backward_nodes_map_to_the_users_lines(view):
+    prov = view.provenance
+    sin = prov.node(0, "sin")
+    assert sin.part == "forward" and sin.lineno == LINE_SIN
+    assert sin.where == f"line {LINE_SIN} in sin_mm_softmax (test_views_provenance.py): a = torch.sin(x) * 2"
+    backward = 1  # session.all_records(): graph 0, then its backward
+    cos = prov.node(backward, "cos")  # d sin(x) / dx
+    assert cos.part == "backward" and cos.lineno == LINE_SIN
+    assert cos.where.startswith(f"from the backward of line {LINE_SIN} in sin_mm_softmax")
+    grad_mm = [o for o in prov.nodes if o.record == backward and o.extern]
+    assert grad_mm and all(o.lineno == LINE_MM and o.kernels == () for o in grad_mm)
+
+
+def test_a_backward_node_without_a_stack_trace_finds_its_forward_line_by_seq_nr(view, monkeypatch):
+    backward = view.session.graphs[0].backward
+    cos = next(n for n in backward.prims.graph_module.graph.nodes if n.name == "cos")
+    monkeypatch.delitem(cos.meta, "stack_trace")
+    monkeypatch.delitem(cos.meta, "from_node", raising=False)
+    origin = provenance(view.exploration).node(1, "cos")
+    assert origin.lineno == LINE_SIN and origin.part == "backward"
+    monkeypatch.setitem(cos.meta, "seq_nr", -1)  # no forward op with that number: nothing is made up
+    assert provenance(view.exploration).node(1, "cos").where == "no source line recorded"
+
+
+def test_a_node_names_the_exact_lines_that_compute_it(view):
+    prov = view.provenance
+    kernel_of = {k.name: k for k in view.session.kernels}
+    for origin in prov.nodes:
+        for name, lines in origin.kernels:
+            source = kernel_of[name].source.split("\n")
+            assert lines and all(origin.node in kernel_of[name].nodes_at(i) for i in lines)
+            if origin.node in ("sin", "cos", "exp"):  # the call itself is among its lines, and nobody else's
+                calls = [i for i, line in enumerate(source, 1) if f"std::{origin.node}(" in line]
+                assert calls and set(calls) <= set(lines)
+
+
+def test_picking_a_backward_node_highlights_its_kernel_lines(view):
+    controls = view.controls
+    controls[("Kernels", "node")].value = (1, "cos")
+    answer = controls[("Kernels", "origin")].value
+    cos = view.provenance.node(1, "cos")
+    (kernel, lines), = cos.kernels
+    assert f"from the backward of line {LINE_SIN}" in text(answer) and kernel in text(answer)
+    marked = marked_lines(answer)
+    assert len(marked) == len(lines) and any("std::cos(" in line for line in marked)
+
+
+def test_picking_a_generated_line_names_its_nodes_and_the_users_line(view):
+    controls = view.controls
+    line_pick = controls[("Kernels", "line")]
+    target = next(v for label, v in line_pick.options if v is not None and "std::sin(" in label)
+    line_pick.value = target
+    answer = text(controls[("Kernels", "origin")].value)
+    assert f"{target[1]} line {target[2]}" in answer and "computes sin" in answer
+    assert f"line {LINE_SIN} in sin_mm_softmax" in answer
+    assert [line.strip() for line in marked_lines(controls[("Kernels", "origin")].value)] == [
+        view.provenance.at(*target).code.strip()]
+
+
+def test_static_kernels_tab_annotates_every_line_with_its_nodes(view):
+    static = text(view.sections["Kernels"])
+    for kernel in view.session.kernels:
+        for line, nodes in kernel.line_origins:
+            code = kernel.source.split("\n")[line - 1]
+            assert re.search(re.escape(code) + r" *// <- " + re.escape(", ".join(nodes)), static)
+    assert f"from the backward of line {LINE_SIN} in sin_mm_softmax" in static  # the per-kernel node table
