@@ -81,12 +81,18 @@ class Lab:
                    JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"), JUPYTER_CONFIG_DIR=str(home / "config"),
                    JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
                    PYTHONPATH=str(REPO))
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
-             f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
-             "--LabApp.expose_app_in_browser=True", "--allow-root"],
-            env=env, stdout=subprocess.DEVNULL, stderr=open(home / "lab.log", "w"), start_new_session=True)
-        _wait_for(self.url("api/status"), 60)
+        self.log = home / "lab.log"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+                 "--LabApp.expose_app_in_browser=True", "--allow-root"],
+                env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        try:
+            _wait_for(self.url("api/status"), 60)
+        except TimeoutError as e:
+            self.stop()
+            raise TimeoutError(f"{e}; its log ends:\n{self.log.read_text()[-3000:]}") from None
 
     @staticmethod
     def _write(path: Path, settings: dict) -> None:
@@ -255,7 +261,7 @@ def test_executed_tour_reads_well_untrusted(lab, browser):
         assert page.locator(".jp-OutputArea .widget-tab").count() == 0
         fallbacks = page.locator(".jp-RenderedHTMLCommon:has(> div > details)")
         assert fallbacks.count() == 4, page.inner_text(".jp-Notebook")[-3000:]
-        report = []
+        report, code_colours = [], set()
         for v in range(fallbacks.count()):
             view = fallbacks.nth(v)
             shown = view.evaluate(_FALLBACK_JS)
@@ -269,11 +275,13 @@ def test_executed_tour_reads_well_untrusted(lab, browser):
             # Graphs are pictures (an <img> that loaded), not a run of SVG text.
             assert shown["broken"] == 0 and shown["inline_svg"] == 0, shown
             assert all(s["pictures"] for s in shown["sections"] if s["title"] in ("Graph", "Fusion")), shown
-            for s in shown["sections"]:
+            code_colours |= set(shown["code_colours"])
+            for i, s in enumerate(shown["sections"]):
                 if not (s["text"] or s["pictures"]):
                     report.append((v, s))
-            _shot(view, f"untrusted-view{v}")
+                _shot(view.locator(":scope > div > details").nth(i), f"untrusted-view{v}-{i:02d}-{s['title']}")
         assert not report, report
+        assert len(code_colours) >= 3, code_colours  # kernel source keeps its highlighting (inline colours)
     finally:
         page.close()
         lab.shut_down_kernels()
@@ -292,6 +300,7 @@ _FALLBACK_JS = r"""async (view) => {
         pictures: pictures.filter(i => i.complete && i.naturalWidth > 0).length,
         broken: pictures.filter(i => !(i.complete && i.naturalWidth > 0)).length,
         inline_svg: view.querySelectorAll('svg').length,
+        code_colours: [...new Set([...view.querySelectorAll('pre span')].map(s => getComputedStyle(s).color))],
         sections: sections.map(d => {
             const summary = d.querySelector(':scope > summary');
             const body = [...d.children].filter(c => c !== summary);
