@@ -1,6 +1,15 @@
-"""End to end in a real JupyterLab: `%%fcompile` in a notebook, run from the browser, shows its result
-and the explorer.  Run with `make test-e2e` (needs Debian's chromium and the playwright package;
-not part of `make test`)."""
+"""End to end in a real JupyterLab, driven by headless Chromium; part of `make test` (which installs
+Debian's chromium and the playwright package), also alone with `make test-e2e`.
+
+One JupyterLab server for the module:
+- a `%%fcompile` cell, run from the browser, shows its value and the explorer;
+- the tour notebook: Run All, no error outputs, every tab of every explorer widget clicked and not
+  empty (tabs found in the page, so a new view is covered without touching this file);
+- the executed tour reopened as an *untrusted* notebook: the widgets are not drawn and JupyterLab's
+  sanitizer rewrites the static HTML fallback, which must still read as tabs with styles and
+  pictures.
+Screenshots go to build/browser/ (for a person to look at, pass or fail).
+"""
 
 from __future__ import annotations
 
@@ -17,17 +26,28 @@ from pathlib import Path
 import nbformat
 import pytest
 
-pytestmark = pytest.mark.e2e
+from explorer.tour import TOUR_NOTEBOOK
+from explorer.views import VIEWS
 
+pytestmark = [pytest.mark.e2e, pytest.mark.slow]
+
+REPO = Path(__file__).resolve().parents[1]
+SHOTS = REPO / "build" / "browser"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 CHROMIUM_FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--no-first-run", "--disable-sync"]
-WAIT_MS = int(os.environ.get("FCOMPILE_E2E_WAIT_MS", "180000"))  # for the notebook to finish running
+WAIT_MS = int(os.environ.get("FCOMPILE_E2E_WAIT_MS", "600000"))  # for a notebook to finish running
 CELLS = [
     "%load_ext explorer\nimport torch\nx = torch.randn(64, 128)",
     "%%fcompile\ny = torch.softmax(x, -1) * 2\ny.sum()",
     "print('assigned:', tuple(y.shape))",
 ]
+TAB_TITLES = [title for title, _ in VIEWS]
+
+if CHROMIUM is None:
+    pytest.skip("needs Debian's chromium: `make test` installs it when run as root with apt-get; "
+                "elsewhere install it yourself (apt-get install chromium)", allow_module_level=True)
+sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package (pip install -e '.[dev]')")
 
 
 def _free_port() -> int:
@@ -47,60 +67,247 @@ def _wait_for(url: str, seconds: float) -> None:
     raise TimeoutError(f"JupyterLab did not answer at {url}")
 
 
-@pytest.fixture
-def lab(tmp_path):
+class Lab:
+    """A JupyterLab server on a loopback port, serving `root`, with its own config, data (trust
+    database) and settings directories, so nothing of the user's Jupyter set-up is read or written."""
+
+    def __init__(self, root: Path, home: Path):
+        self.root, self.port, self.token = root, _free_port(), "fcompile-e2e"
+        settings = home / "settings" / "@jupyterlab"
+        # JupyterLab 4 draws only the cells on screen (the others' prompts read empty): draw them all.
+        self._write(settings / "notebook-extension" / "tracker.jupyterlab-settings", {"windowingMode": "none"})
+        self._write(settings / "apputils-extension" / "notification.jupyterlab-settings", {"fetchNews": "false"})
+        env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(home / "settings"),
+                   JUPYTERLAB_WORKSPACES_DIR=str(home / "workspaces"), JUPYTER_CONFIG_DIR=str(home / "config"),
+                   JUPYTER_DATA_DIR=str(home / "data"), JUPYTER_RUNTIME_DIR=str(home / "runtime"),
+                   PYTHONPATH=str(REPO))
+        self.log = home / "lab.log"
+        with open(self.log, "w") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={self.port}",
+                 f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={root}",
+                 "--LabApp.expose_app_in_browser=True", "--allow-root"],
+                env=env, stdout=subprocess.DEVNULL, stderr=log, start_new_session=True)
+        try:
+            _wait_for(self.url("api/status"), 60)
+        except TimeoutError as e:
+            self.stop()
+            raise TimeoutError(f"{e}; its log ends:\n{self.log.read_text()[-3000:]}") from None
+
+    @staticmethod
+    def _write(path: Path, settings: dict) -> None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(settings))
+
+    def url(self, path: str) -> str:
+        return f"http://127.0.0.1:{self.port}/{path}?token={self.token}"
+
+    def shut_down_kernels(self) -> None:
+        """Stop every kernel, so the next notebook does not share the CPU with an idle one's threads."""
+        for kernel in json.load(urllib.request.urlopen(self.url("api/kernels"))):
+            request = urllib.request.Request(self.url(f"api/kernels/{kernel['id']}"), method="DELETE")
+            urllib.request.urlopen(request)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root, home = tmp_path_factory.mktemp("lab-root"), tmp_path_factory.mktemp("lab-home")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(c) for c in CELLS])
     nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
-    nbformat.write(nb, tmp_path / "e2e.ipynb")
-    settings = tmp_path / "settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false"}))
-    port, token = _free_port(), "fcompile-e2e"
-    env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(tmp_path / "settings"),
-               PYTHONPATH=str(Path(__file__).resolve().parents[1]))
-    server = subprocess.Popen(
-        [sys.executable, "-m", "jupyterlab", "--no-browser", "--ip=127.0.0.1", f"--port={port}",
-         f"--IdentityProvider.token={token}", f"--ServerApp.root_dir={tmp_path}", "--LabApp.expose_app_in_browser=True",
-         "--allow-root"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    nbformat.write(nb, root / "e2e.ipynb")
+    shutil.copy(TOUR_NOTEBOOK, root / "tour.ipynb")  # a copy: the committed notebook stays without outputs
+    shutil.rmtree(SHOTS, ignore_errors=True)
+    SHOTS.mkdir(parents=True)
+    server = Lab(root, home)
     try:
-        _wait_for(f"http://127.0.0.1:{port}/api/status?token={token}", 60)
-        yield f"http://127.0.0.1:{port}/lab/tree/e2e.ipynb?token={token}"
+        yield server
     finally:
-        server.terminate()
-        try:
-            server.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            server.kill()
+        server.stop()
 
 
-@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (apt-get install chromium)")
-def test_fcompile_cell_runs_in_real_jupyterlab(lab, tmp_path):
-    sync_api = pytest.importorskip("playwright.sync_api", reason="needs the playwright package")
+@pytest.fixture(scope="module")
+def browser():
     with sync_api.sync_playwright() as p:
-        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
-        page = browser.new_page(viewport={"width": 1400, "height": 1800})
+        chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_FLAGS)
         try:
-            page.goto(lab, timeout=60_000)
-            page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
-            accept = page.locator(".jp-Dialog .jp-mod-accept")  # "Select Kernel", when Lab asks
-            try:
-                accept.wait_for(timeout=10_000)
-                accept.click()
-            except sync_api.TimeoutError:
-                pass
-            page.wait_for_function("window.jupyterapp && window.jupyterapp.commands.hasCommand("
-                                   "'notebook:run-all-cells')", timeout=60_000)
-            # Started, not awaited: the command resolves only when every cell has run.
-            page.evaluate("() => { window.jupyterapp.commands.execute('notebook:run-all-cells'); }")
-            try:
-                page.wait_for_selector("text=assigned: (64, 128)", timeout=WAIT_MS)
-            finally:  # the page as it was, for a person to look at when this fails
-                page.screenshot(path=str(tmp_path / "lab.png"), full_page=True)
-            outputs = page.inner_text(".jp-Notebook")
+            yield chromium
         finally:
-            browser.close()
+            chromium.close()
+
+
+def _open_notebook(browser, lab: Lab, name: str):
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    # A workspace of its own: Lab would otherwise reopen (and start kernels for) the notebooks before.
+    page.goto(lab.url(f"lab/workspaces/{Path(name).stem}/tree/{name}"), timeout=60_000)
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    # Either the kernel is up or Lab asks which one to start ("Select Kernel"): then take its default.
+    page.wait_for_function("""() => document.querySelector('.jp-Dialog .jp-mod-accept') || (window.jupyterapp
+        && window.jupyterapp.shell.currentWidget?.sessionContext?.isReady)""", timeout=120_000)
+    accept = page.locator(".jp-Dialog .jp-mod-accept")
+    if accept.count():
+        accept.click()
+    page.wait_for_function("window.jupyterapp.commands.hasCommand('notebook:run-all-cells')", timeout=60_000)
+    return page
+
+
+def _run_all(page) -> bool:
+    """Run every cell; True when all ran without an error (the command's own answer)."""
+    # Started here, awaited below: the command resolves only when every cell has run.
+    page.evaluate("() => { window.__ranAll = undefined; window.jupyterapp.commands"
+                  ".execute('notebook:run-all-cells').then(ok => { window.__ranAll = ok; }); }")
+    page.wait_for_function("window.__ranAll !== undefined", timeout=WAIT_MS, polling=1000)
+    return page.evaluate("window.__ranAll")
+
+
+def _save(page) -> None:
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    page.wait_for_function("!window.jupyterapp.shell.currentWidget.context.model.dirty", timeout=30_000)
+
+
+def _shot(locator, name: str) -> None:
+    """The page with `locator` at the top (an element screenshot would be cut by the notebook's scrolling)."""
+    locator.evaluate("e => e.scrollIntoView({block: 'start'})")
+    locator.page.screenshot(path=str(SHOTS / f"{name}.png"))
+
+
+def test_fcompile_cell_runs_in_real_jupyterlab(lab, browser):
+    page = _open_notebook(browser, lab, "e2e.ipynb")
+    try:
+        ok = _run_all(page)
+        outputs = page.inner_text(".jp-Notebook")
+    finally:
+        page.screenshot(path=str(SHOTS / "fcompile-cell.png"), full_page=True)
+        page.close()
+        lab.shut_down_kernels()
+    assert ok, outputs[-2000:]
+    assert "assigned: (64, 128)" in outputs, outputs[-2000:]
     # The cell's value, then the explorer's headline and tabs (the ipywidgets view rendered by Lab).
     assert "tensor(128." in outputs, outputs[-2000:]
     assert "this cell: 1 graph" in outputs and "Fusion" in outputs and "Kernels" in outputs, outputs[-2000:]
     assert "Traceback" not in outputs and "Error" not in outputs.split("assigned")[0]
+
+
+# Every ipywidgets Tab on the page: its tab titles, in order (ipywidgets 8 draws a Lumino TabPanel).
+_TABS_JS = """() => [...document.querySelectorAll('.jp-OutputArea .widget-tab')].map(
+    tab => [...tab.querySelectorAll(':scope > .lm-TabBar .lm-TabBar-tab')].map(t => t.innerText.trim()))"""
+# The panel a Tab shows now: text, pictures that loaded, and pictures that did not.
+_PANEL_JS = """async (tab) => {
+    const shown = [...tab.querySelectorAll(':scope > .widget-tab-contents > *')]
+        .filter(p => !p.classList.contains('lm-mod-hidden'));
+    const panel = shown[0];
+    if (!panel) return {shown: 0};
+    const pictures = [...panel.querySelectorAll('img')];
+    await Promise.all(pictures.map(i => i.decode().catch(() => null)));  // loaded, or known broken
+    return {shown: shown.length, text: panel.innerText.trim().length, height: panel.offsetHeight,
+            loaded: pictures.filter(i => i.complete && i.naturalWidth > 0).length,
+            broken: pictures.filter(i => !(i.complete && i.naturalWidth > 0)).length};
+}"""
+
+
+def test_tour_runs_and_every_tab_of_every_view_shows_something(lab, browser):
+    page = _open_notebook(browser, lab, "tour.ipynb")
+    try:
+        ok = _run_all(page)
+        _save(page)
+        page.screenshot(path=str(SHOTS / "tour.png"), full_page=True)
+        errors = [o for c in nbformat.read(lab.root / "tour.ipynb", as_version=4).cells
+                  for o in c.get("outputs", []) if o.output_type == "error"]
+        assert ok and not errors, [f"{e.ename}: {e.evalue}" for e in errors] or "run-all reported a failure"
+
+        views = page.evaluate(_TABS_JS)
+        # explore(softmax), explore(layernorm_gelu), the %%fcompile cell, explore(mlp, train=True).
+        assert len(views) == 4, views
+        empty = []
+        for v, titles in enumerate(views):
+            assert titles == TAB_TITLES, titles
+            tab = page.locator(".jp-OutputArea .widget-tab").nth(v)
+            for t, title in enumerate(titles):
+                tab.locator(":scope > .lm-TabBar .lm-TabBar-tab").nth(t).click()
+                panel = tab.evaluate(_PANEL_JS)
+                _shot(tab, f"view{v}-{t:02d}-{title}")
+                if panel["shown"] != 1 or not (panel["text"] or panel["loaded"]) or panel["broken"]:
+                    empty.append((v, title, panel))
+        assert not empty, empty
+    finally:
+        page.close()
+        lab.shut_down_kernels()
+
+
+def test_executed_tour_reads_well_untrusted(lab, browser):
+    executed = nbformat.read(lab.root / "tour.ipynb", as_version=4)
+    if not any(c.get("outputs") for c in executed.cells):
+        pytest.skip("needs the executed tour from the test before")
+    # A fresh file that nobody signed: JupyterLab trusts what it executed itself, not this copy (the
+    # note below also changes its contents, so the trust database cannot know them either).
+    executed.cells.insert(0, nbformat.v4.new_markdown_cell("An untrusted copy of the executed tour."))
+    executed.metadata.pop("signature", None)
+    nbformat.write(executed, lab.root / "tour-untrusted.ipynb")
+    page = _open_notebook(browser, lab, "tour-untrusted.ipynb")
+    try:
+        trusted = page.evaluate("""() => {
+            const cells = window.jupyterapp.shell.currentWidget.content.model.cells, found = [];
+            for (let i = 0; i < cells.length; i++) found.push(cells.get(i).trusted);
+            return found; }""")
+        assert not any(trusted), "JupyterLab trusts the copy, so this test would not see the sanitizer"
+        page.screenshot(path=str(SHOTS / "untrusted.png"), full_page=True)
+        # Untrusted, the widgets are not drawn: each view is its static text/html fallback, sanitized.
+        assert page.locator(".jp-OutputArea .widget-tab").count() == 0
+        fallbacks = page.locator(".jp-RenderedHTMLCommon:has(> div > details)")
+        assert fallbacks.count() == 4, page.inner_text(".jp-Notebook")[-3000:]
+        report, code_colours = [], set()
+        for v in range(fallbacks.count()):
+            view = fallbacks.nth(v)
+            shown = view.evaluate(_FALLBACK_JS)
+            titles = [s["title"] for s in shown["sections"]]
+            assert titles == TAB_TITLES, titles
+            # Styles survive: tabs are boxed, tables ruled, and nothing is a bare radio button.
+            assert shown["radios"] == 0, shown
+            assert all(s["border"] == "1px" for s in shown["sections"]), shown["sections"]
+            assert shown["table_cells"] and set(shown["table_cells"]) == {"1px"}, shown["table_cells"]
+            assert shown["font"].startswith("Helvetica"), shown["font"]
+            # Graphs are pictures (an <img> that loaded), not a run of SVG text.
+            assert shown["broken"] == 0 and shown["inline_svg"] == 0, shown
+            assert all(s["pictures"] for s in shown["sections"] if s["title"] in ("Graph", "Fusion")), shown
+            code_colours |= set(shown["code_colours"])
+            for i, s in enumerate(shown["sections"]):
+                if not (s["text"] or s["pictures"]):
+                    report.append((v, s))
+                _shot(view.locator(":scope > div > details").nth(i), f"untrusted-view{v}-{i:02d}-{s['title']}")
+        assert not report, report
+        assert len(code_colours) >= 3, code_colours  # kernel source keeps its highlighting (inline colours)
+    finally:
+        page.close()
+        lab.shut_down_kernels()
+
+
+# One static fallback after the sanitizer: every <details> opened, then what it shows.
+_FALLBACK_JS = r"""async (view) => {
+    const sections = [...view.querySelectorAll(':scope > div > details')];
+    sections.forEach(d => { d.open = true; });
+    const pictures = [...view.querySelectorAll('img')];
+    await Promise.all(pictures.map(i => i.decode().catch(() => null)));  // loaded, or known broken
+    return {
+        radios: view.querySelectorAll('input[type=radio]').length,
+        table_cells: [...view.querySelectorAll('td')].map(c => getComputedStyle(c).borderTopWidth),
+        font: getComputedStyle(view.querySelector(':scope > div')).fontFamily,
+        pictures: pictures.filter(i => i.complete && i.naturalWidth > 0).length,
+        broken: pictures.filter(i => !(i.complete && i.naturalWidth > 0)).length,
+        inline_svg: view.querySelectorAll('svg').length,
+        code_colours: [...new Set([...view.querySelectorAll('pre span')].map(s => getComputedStyle(s).color))],
+        sections: sections.map(d => {
+            const summary = d.querySelector(':scope > summary');
+            const body = [...d.children].filter(c => c !== summary);
+            return {title: summary ? summary.innerText.trim() : '',
+                    border: getComputedStyle(d).borderTopWidth,
+                    text: body.map(c => c.innerText.trim()).join('').length,
+                    pictures: [...d.querySelectorAll('img')].filter(i => i.complete && i.naturalWidth > 0).length};
+        }),
+    };
+}"""
