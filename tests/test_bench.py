@@ -84,6 +84,16 @@ def test_training_workloads_run_and_match(tmp_path):
         assert row["ours_fallback_graphs"] == 0, row["ours_notes"]
 
 
+def test_gpt2_training_step_runs_when_named_and_matches(tmp_path):
+    # transformers' GPT-2 (random init): loss and every parameter's gradient through ours. A CUDA row by
+    # default (TARGETS.md's zoo size); on the CPU only when named, as here at the small size.
+    pytest.importorskip("transformers", reason="the GPT-2 row builds transformers' GPT2LMHeadModel")
+    report = run_bench(tmp_path, "--only", "gpt2_train_step", "--no-inductor")
+    (row,) = report["rows"]
+    assert row["matches_eager"], (row.get("mismatch"), row.get("ours_error"))
+    assert row["ours_fallback_graphs"] == 0 and row["ours_kernels"] > 0, row["ours_notes"]
+
+
 def test_training_check_compares_every_gradient():
     from compiler_core.bench.runner import _matches_training
 

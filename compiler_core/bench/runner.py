@@ -297,7 +297,7 @@ def _warm_up_dynamo(device: str) -> None:
 def run(opts: BenchOptions) -> dict:
     if opts.device == "cuda" and not torch.cuda.is_available():
         raise SystemExit("--device cuda: no CUDA device is available")
-    names = list(opts.only) or list(WORKLOADS)
+    names = list(opts.only) or [n for n, w in WORKLOADS.items() if opts.device in w.default_devices]
     for name in names:
         if name not in WORKLOADS and name not in NOT_SUPPORTED_YET:
             raise SystemExit(f"unknown workload {name!r}; known: {', '.join([*WORKLOADS, *NOT_SUPPORTED_YET])}")

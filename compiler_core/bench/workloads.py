@@ -67,6 +67,29 @@ def gpt_block(x: torch.Tensor, ln1_w: torch.Tensor, ln1_b: torch.Tensor, w_qkv: 
     return x.float().square().mean()
 
 
+# The GPT-2 of the model zoo's realistic size, built once per (dims, dtype, device) by its inputs.
+_GPT2: dict = {}
+
+
+def gpt2_train_step(ids: torch.Tensor, *params: torch.Tensor) -> torch.Tensor:
+    """transformers' GPT2LMHeadModel, random init, language-model loss on `ids`. `params` are the
+    model's own parameters, passed so that the bench times their gradients like any workload's."""
+    model = _GPT2[(tuple(ids.shape), params[0].dtype, ids.device.type)]
+    return model(input_ids=ids, labels=ids).loss
+
+
+def _gpt2_inputs(dims, dtype, device):
+    from transformers import GPT2Config, GPT2LMHeadModel  # an optional dependency: only this row needs it
+
+    batch, seq, hidden, layers = dims
+    config = GPT2Config(n_embd=hidden, n_layer=layers, n_head=hidden // 64, n_positions=seq, vocab_size=50257,
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)  # no dropout: contenders must agree
+    model = GPT2LMHeadModel(config).to(device=device, dtype=dtype).train()
+    ids = torch.randint(0, config.vocab_size, (batch, seq), device=device)
+    _GPT2[(tuple(ids.shape), dtype, torch.device(device).type)] = model
+    return (ids, *model.parameters())
+
+
 @dataclass(frozen=True)
 class Workload:
     name: str
@@ -78,6 +101,7 @@ class Workload:
     flops: Callable[[tuple[int, ...]], int] = lambda dims: 0  # for compute-bound rows (TFLOP/s)
     launch_bound: bool = False  # also timed with mode="reduce-overhead" (CUDA graphs) on CUDA
     train: bool = False  # fn returns a loss: timed as loss + backward, checked on loss and gradients
+    default_devices: tuple[str, ...] = ("cpu", "cuda")  # run without --only on these devices
 
     def make_inputs(self, device: str, size: str = "full", seed: int = 0) -> tuple[torch.Tensor, ...]:
         dims, dtype = self.shape(device, size)
@@ -185,6 +209,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              {"cuda": {"full": ((8, 1024, 1024), bf16), "small": ((2, 64, 128), bf16)},
               "cpu": {"full": ((4, 128, 256), f32), "small": ((2, 16, 64), f32)}},
              _gpt_block_inputs, memory_bound=False, train=True),
+    # TARGETS.md's zoo size (hidden 768, sequence 512, batch 8, 2 layers); on CPU only when named.
+    Workload("gpt2_train_step", gpt2_train_step,
+             {"cuda": {"full": ((8, 512, 768, 2), f32), "small": ((2, 32, 128, 1), f32)},
+              "cpu": {"full": ((2, 128, 256, 2), f32), "small": ((2, 16, 64, 1), f32)}},
+             _gpt2_inputs, memory_bound=False, train=True, default_devices=("cuda",)),
 ]}
 
 # In TARGETS.md but not benchmarked yet (none today; the runner still reports any listed here).
