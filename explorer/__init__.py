@@ -2,8 +2,8 @@
 
     from explorer import explore
     view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
-    view    # tabs: Capture, Graph, Autograd, Fusion, Kernels, Compare, Memory, Roofline, Timing, Summary, Stepper,
-            #   What-if
+    view    # tabs: Capture, Graph, Autograd, Primitives, Fusion, Kernels, Compare, Memory, Roofline, Timing,
+            #   Summary, Stepper, What-if
     view.to_html("softmax.html")
 
     %load_ext explorer         # then a cell starting with %%fcompile compiles the cell itself
@@ -22,7 +22,7 @@ def explore(fn: Callable, *args: Any, backend: str = "auto", mode: str = "defaul
     """Compile `fn` on `args` (as compiler_core.explain does), time it against eager, return the view.
 
         view = explore(lambda x: torch.softmax(x, -1), torch.randn(64, 128))
-        view.tab_titles  # Capture, Graph, Autograd, Fusion, Kernels, ..., Summary, Stepper, What-if
+        view.tab_titles  # Capture, Graph, Autograd, Primitives, Fusion, Kernels, ..., Summary, Stepper, What-if
 
     `compare="inductor"` also compiles with torch.compile (Inductor): its kernels beside ours in the Compare
     tab, timed beside ours. `kernels_for` lists the backends whose

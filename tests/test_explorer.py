@@ -25,8 +25,8 @@ from explorer.report import ReportError, load_target
 from explorer.tour import format_table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
-TABS = ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing", "Summary",
-        "Stepper", "What-if")
+TABS = ("Capture", "Graph", "Autograd", "Primitives", "Fusion", "Kernels", "Compare", "Memory", "Roofline", "Timing",
+        "Summary", "Stepper", "What-if")
 
 
 def softmax(x):

@@ -44,7 +44,7 @@ def test_cell_names_stay_and_value_is_the_result(shell):
     shown = [o.data for o in captured.outputs if "ExplorerView" in o.data.get("text/plain", "")]
     assert len(shown) == 1 and "data:image/svg+xml;base64," in shown[0]["text/html"]
     view = magics(shell).last_view
-    assert view.tab_titles == ("Capture", "Graph", "Autograd", "Fusion", "Kernels", "Compare", "Memory",
+    assert view.tab_titles == ("Capture", "Graph", "Autograd", "Primitives", "Fusion", "Kernels", "Compare", "Memory",
                                "Roofline", "Timing", "Summary", "Stepper", "What-if")
     assert "__fcompile_value" not in view.sections["Graph"]  # our helper names stay out of the user's graph
     assert "data:image/svg+xml;base64," in view.html()
