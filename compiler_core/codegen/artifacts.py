@@ -19,6 +19,8 @@ class KernelSource:
     # Divides integers and flags a zero divisor for the runtime to raise as eager does (only these
     # kernels' graphs pay for reading the flag after each call).
     checks_int_div: bool = False
+    # A horizontal kernel: the elements of each segment (the launch grid covers each one in turn).
+    segments: tuple[int, ...] = ()
 
     def pretty(self) -> str:
         return self.source

@@ -26,7 +26,7 @@ from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
-from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
+from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan, segmented_plan
 from compiler_core.schedule.memory import OUT_VARIANTS
 
 
@@ -40,6 +40,13 @@ def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
     plans = []
     for group in sched.groups:
         if group.kind == "extern" or is_dead(group):
+            continue
+        if group.segments:
+            written = set(group.materialized)
+            parts = [build_kernel_plan(graph, f"{group.name}_segment{i}", list(nodes),
+                                       {graph.node(n).output.name for n in nodes} & written, Space(x))
+                     for i, (nodes, x) in enumerate(group.segments)]
+            plans.append(segmented_plan(group.name, parts))
             continue
         reduction = next((graph.node(n) for n in group.nodes if graph.node(n).kind == "reduction"), None)
         space = Space.of(reduction) if reduction is not None else Space(group.x_ranges)
@@ -249,7 +256,7 @@ class _Printer:
             return f"k.{kernel.name}({ptrs}, NTHREADS)"
         meta = ", ".join(f"{key}={v}" for key, v in config.items())
         args = ", ".join(local(a) for a in kernel.signature)
-        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"
+        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"
 
     def extern(self, s: CallExtern) -> list[str]:
         args = ", ".join(self.arg(a) for a in s.args)

@@ -18,9 +18,14 @@ class FusionGroup:
     materialized: tuple[str, ...]  # buffers this group writes to memory
     internal: tuple[str, ...]  # buffers produced and consumed inside (never written)
     origins: tuple[str, ...]  # FX node names this kernel computes
+    # A horizontal kernel (schedule/horizontal.py): independent pointwise computations of different
+    # iteration spaces in one launch, each segment its nodes and its own x ranges. Empty otherwise.
+    segments: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = ()
 
     def pretty(self) -> str:
         space = f"x={list(self.x_ranges)}" + (f", r={list(self.r_ranges)}" if self.r_ranges else "")
+        if self.segments:
+            space = "segments " + " | ".join(f"x={list(x)}" for _, x in self.segments)
         return (f"{self.name} ({self.kind}, {space}): nodes {', '.join(self.nodes)}; "
                 f"writes {', '.join(self.materialized) or '-'}; kept in registers {', '.join(self.internal) or '-'}")
 

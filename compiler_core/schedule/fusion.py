@@ -21,6 +21,7 @@ from dataclasses import dataclass
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
+from compiler_core.schedule.horizontal import fuse_horizontally
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
 
 SIBLING_LIMIT = 8  # sibling groups of one buffer considered pairwise
@@ -34,7 +35,8 @@ class _Group:
 
 
 def schedule(graph: LoopGraph) -> Schedule:
-    return _Scheduler(graph).run()
+    """Vertical and sibling fusion (this module), then horizontal fusion of what stays independent."""
+    return fuse_horizontally(graph, _Scheduler(graph).run(), kernel_name)
 
 
 class _Scheduler:

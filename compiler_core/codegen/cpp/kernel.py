@@ -167,7 +167,10 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
     params.append("int nthreads")
     lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}",
              f'extern "C" void {plan.name}({", ".join(params)}) {{']
-    body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
+    if plan.segments:
+        body = _segmented_body(plan)
+    else:
+        body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
     lines += ["    " + ln for ln in body]
     lines.append("}")
     signature = plan.arguments
@@ -176,7 +179,21 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
-                        checks_int_div=plan.may_flag_errors())
+                        checks_int_div=plan.may_flag_errors(),
+                        segments=tuple(seg.xnumel for seg in plan.segments))
+
+
+def _segmented_body(plan: KernelPlan) -> list[str]:
+    """A horizontal kernel: each segment's loop nest in turn, each in its own block (its temporaries
+    are its own) and with its own parallel loop, as that segment would run alone: one call from the
+    host instead of one per segment."""
+    out = []
+    for seg in plan.segments:
+        out += [f"// segment {seg.name.rsplit('_segment', 1)[-1]}: {seg.xnumel} elements, "
+                f"source ops {', '.join(seg.origins)}", "{"]
+        out += ["    " + ln for ln in _pointwise_body(seg)]
+        out.append("}")
+    return out
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:

@@ -409,7 +409,10 @@ def _next_pow2(n: int) -> int:
 def choose_config(plan: KernelPlan, interpret: bool) -> dict:
     """Launch configuration by heuristic; the interpreter prefers few, large programs."""
     if not plan.is_reduction:
-        block = _next_pow2(min(plan.xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(plan.xnumel))
+        # A horizontal kernel: blocks sized for its largest segment (the interpreter then runs one
+        # program per segment; a GPU as many as for that segment alone).
+        xnumel = max((seg.xnumel for seg in plan.segments), default=plan.xnumel)
+        block = _next_pow2(min(xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(xnumel))
         return {"XBLOCK": max(block, 1), "num_warps": 4 if block >= 512 else 1}
     rblock = _next_pow2(plan.rnumel)
     if rblock > PERSISTENT_MAX_RBLOCK:
@@ -446,8 +449,42 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
     return tuple(unique)
 
 
-def launch_grid(xnumel: int, config: dict) -> str:
+def launch_grid(xnumel: int, config: dict, segments: tuple[int, ...] = ()) -> str:
+    """The grid as text; a horizontal kernel's covers each segment in turn (`_segment_bounds`)."""
+    if segments:
+        return f"({sum(max(-(-n // config['XBLOCK']), 1) for n in segments)},)"
     return f"({max(-(-xnumel // config['XBLOCK']), 1)},)"
+
+
+def _segment_bounds(segments: tuple[KernelPlan, ...]) -> list[tuple[str, str]]:
+    """(first program, end) of each segment, as constexpr expressions of XBLOCK: the source does not
+    change with the block size the runtime picks (a segment of n elements takes cdiv(n, XBLOCK)
+    programs, at least one, as launch_grid counts them)."""
+    bounds, start = [], "0"
+    for seg in segments:
+        count = f"max(({seg.xnumel} + XBLOCK - 1) // XBLOCK, 1)" if seg.xnumel > 1 else "1"
+        end = count if start == "0" else f"{start} + {count}"
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
+def _segmented_kernel(plan: KernelPlan, interpret: bool) -> list[str]:
+    """Each program runs the one segment its program id falls in, as an ordinary pointwise kernel
+    over that segment's elements: separate `if`s, no `elif`, so no name is shared between branches
+    (Triton merges names an if/else defines on both sides and demands equal types)."""
+    lines = ["    pid = tl.program_id(0)"]
+    for seg, (start, end) in zip(plan.segments, _segment_bounds(plan.segments)):
+        condition = f"pid < {end}" if start == "0" else f"(pid >= {start}) & (pid < {end})"
+        offset = "pid" if start == "0" else f"(pid - ({start}))"
+        lines += [f"    # segment {seg.name.rsplit('_segment', 1)[-1]}: {seg.xnumel} elements, "
+                  f"source ops {', '.join(seg.origins)}",
+                  f"    if {condition}:",
+                  f"        xnumel = {seg.xnumel}",
+                  f"        xindex = {offset} * XBLOCK + tl.arange(0, XBLOCK)",
+                  "        xmask = xindex < xnumel"]
+        lines += ["        " + ln for ln in _pointwise_body(_flat_steps(seg), interpret)]
+    return lines
 
 
 def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
@@ -457,7 +494,14 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
-             f"    # source ops: {', '.join(plan.origins)}", f"    xnumel = {plan.xnumel}"]
+             f"    # source ops: {', '.join(plan.origins)}"]
+    if plan.segments:
+        lines += _segmented_kernel(plan, interpret)
+        return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
+                            grid=launch_grid(plan.xnumel, config, _numels(plan)), config_space=configs,
+                            origins=plan.origins, xnumel=plan.xnumel, kind="pointwise",
+                            checks_int_div=interpret and plan.may_flag_errors(), segments=_numels(plan))
+    lines.append(f"    xnumel = {plan.xnumel}")
     steps = _flat_steps(plan)
     if plan.is_reduction:
         lines += [f"    rnumel = {plan.rnumel}",
@@ -473,6 +517,10 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
                         checks_int_div=interpret and plan.may_flag_errors())
+
+
+def _numels(plan: KernelPlan) -> tuple[int, ...]:
+    return tuple(seg.xnumel for seg in plan.segments)
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:

@@ -1,0 +1,181 @@
+"""The compiled optimizer step (issue 7 item 6): torch.optim's SGD with momentum, Adam and AdamW (their
+default foreach implementations) compiled by cc.compile, three steps against eager PyTorch.
+
+Dynamo captures opt.step() as one graph per parameter list: per parameter a chain of pointwise ops
+(the step counter is a 0-d tensor, lr a Python float), whose results AOTAutograd writes back into
+the parameters and the optimizer state. Our scheduler puts the chains into a few kernels: one for
+the step counters and bias corrections, one horizontal kernel with a segment per parameter shape.
+"""
+
+import pytest
+import torch
+
+import compiler_core as cc
+
+OPTIMIZERS = {
+    "sgd": (torch.optim.SGD, {"lr": 0.05, "momentum": 0.9}),
+    "adam": (torch.optim.Adam, {"lr": 0.01}),
+    "adamw": (torch.optim.AdamW, {"lr": 0.01, "weight_decay": 0.1}),
+}
+# Kernels one compiled step may take (before: Adam 16 kernels and 4 prims.fma extern calls for these
+# four parameters; SGD 4 kernels).
+MAX_KERNELS = {"sgd": 2, "adam": 4, "adamw": 4}
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    """Dynamo caches torch.optim's step wrapper per optimizer object and runs it eagerly, without a
+    word, past its recompile limit (8): every test starts from an empty cache."""
+    torch._dynamo.reset()
+    yield
+
+
+def _mlp() -> torch.nn.Module:
+    torch.manual_seed(0)
+    # Parameters of four shapes: [10, 6], [10], [3, 10], [3].
+    return torch.nn.Sequential(torch.nn.Linear(6, 10), torch.nn.ReLU(), torch.nn.Linear(10, 3))
+
+
+def _grads(model: torch.nn.Module, steps: int) -> list[list[torch.Tensor]]:
+    gen = torch.Generator().manual_seed(1)
+    return [[torch.randn(p.shape, generator=gen) for p in model.parameters()] for _ in range(steps)]
+
+
+def _state(model: torch.nn.Module, opt: torch.optim.Optimizer) -> dict[str, torch.Tensor]:
+    out = {f"param{i}": p.detach().clone() for i, p in enumerate(model.parameters())}
+    for i, p in enumerate(model.parameters()):
+        for key, value in opt.state[p].items():
+            out[f"param{i}.{key}"] = torch.as_tensor(value).clone()
+    return out
+
+
+def _three_steps(kind: str, backend: str | None) -> tuple[dict[str, torch.Tensor], list]:
+    """Parameters and optimizer state after three steps (eager when backend is None), and the
+    session of each compilation."""
+    model = _mlp()
+    cls, kwargs = OPTIMIZERS[kind]
+    opt = cls(model.parameters(), **kwargs)
+
+    def step():
+        opt.step()
+
+    fn = step if backend is None else cc.compile(step, backend=backend)
+    sessions = []
+    for grads in _grads(model, 3):
+        for p, g in zip(model.parameters(), grads):
+            p.grad = g.clone()
+        fn()
+        if backend is not None and all(fn.session is not s for s in sessions):
+            sessions.append(fn.session)
+    return _state(model, opt), sessions
+
+
+def _assert_compiled(session, max_kernels: int) -> None:
+    """Every graph ran as our kernels: none fell back to eager, no op without a lowering."""
+    stats = session.stats
+    assert stats["fallback_graphs"] == 0, session.messages
+    assert stats["fallback_ops"] == [], stats["fallback_ops"]
+    assert not [m for m in session.messages if "eager" in m], session.messages
+    assert 1 <= stats["kernel_count"] <= max_kernels, stats
+    assert stats["extern_calls"] == 0, stats
+
+
+def _assert_same_state(got: dict, want: dict) -> None:
+    assert got.keys() == want.keys()
+    for key in want:
+        torch.testing.assert_close(got[key], want[key], rtol=1e-5, atol=1e-6, msg=lambda m, key=key: f"{key}: {m}")
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("kind", ["sgd", "adam", "adamw"])
+def test_three_compiled_steps_match_eager(kind, backend):
+    want, _ = _three_steps(kind, None)
+    got, sessions = _three_steps(kind, backend)
+    _assert_same_state(got, want)
+    assert sessions, "opt.step() was never compiled"
+    for session in sessions:
+        _assert_compiled(session, MAX_KERNELS[kind])
+        update = session.graphs[-1]
+        # The per-parameter updates share one horizontal kernel, a segment per parameter shape.
+        segmented = [g for g in update.schedule.groups if g.segments]
+        assert len(segmented) == 1 and len(segmented[0].segments) == 4, update.schedule.pretty()
+        kernel = next(k for k in update.kernels if k.name == segmented[0].name)
+        assert kernel.segments == (60, 10, 30, 3)
+
+
+def test_adam_without_horizontal_fusion_takes_a_kernel_per_parameter(monkeypatch):
+    """What the horizontal kernel replaces: with it turned off, one kernel per parameter and one per
+    step counter (the bound above is not met by vertical fusion alone)."""
+    from compiler_core.schedule import fusion
+
+    monkeypatch.setattr(fusion, "fuse_horizontally", lambda graph, sched, name: sched)
+    want, _ = _three_steps("adam", None)
+    got, sessions = _three_steps("adam", "cpp")
+    _assert_same_state(got, want)
+    assert sessions[-1].stats["kernel_count"] == 8
+
+
+def _train_step(model: torch.nn.Module, opt: torch.optim.Optimizer):
+    def train_step(x):
+        opt.zero_grad()
+        loss = model(x).square().mean()
+        loss.backward()
+        opt.step()
+        return loss
+
+    return train_step
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_training_step_with_backward_and_adam(backend):
+    """`loss.backward(); opt.step()` in one compiled function: torch.optim breaks the graph around the
+    step, so the model's forward/backward and the update are separate graphs, all compiled."""
+    x = torch.randn(5, 6, generator=torch.Generator().manual_seed(2))
+    results = []
+    for compiled in (False, True):
+        model = _mlp()
+        opt = torch.optim.Adam(model.parameters(), lr=0.01)
+        train_step = _train_step(model, opt)
+        fn = cc.compile(train_step, backend=backend) if compiled else train_step
+        losses = [fn(x).detach() for _ in range(3)]
+        results.append((losses, _state(model, opt)))
+        if compiled:
+            session = fn.session
+            assert len(session.graphs) == 2, "expected the model's graph and the update's"
+            assert session.graphs[0].backward is not None
+            assert session.stats["fallback_graphs"] == 0 and session.stats["fallback_ops"] == [], session.messages
+            update = session.graphs[-1]
+            assert not update.prims.externs and update.schedule.kernel_count <= MAX_KERNELS["adam"]
+    (eager_losses, eager_state), (losses, state) = results
+    torch.testing.assert_close(torch.stack(losses), torch.stack(eager_losses), rtol=1e-5, atol=1e-6)
+    _assert_same_state(state, eager_state)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_independent_outputs_of_different_sizes_share_one_launch(backend):
+    """Horizontal fusion outside optimizers: three unrelated pointwise results, three shapes."""
+    def f(a, b, c):
+        return a.sin() * 2, b.cos() + 1, c.exp()
+
+    args = (torch.randn(5, 3), torch.randn(7), torch.randn(()))
+    compiled = cc.compile(f, backend=backend)
+    for got, want in zip(compiled(*args), f(*args)):
+        torch.testing.assert_close(got, want)
+    sched = compiled.session.graphs[0].schedule
+    assert sched.kernel_count == 1
+    assert [x for _, x in sched.groups[0].segments] == [(5, 3), (7,), ()]
+    assert any(d.reason.startswith("horizontal") and d.accepted for d in sched.decisions)
+
+
+def test_dependent_kernels_are_not_merged_horizontally():
+    """A kernel reading another's result runs after it: never in the same launch."""
+    def f(a, b):
+        s = a.sum()
+        return s, b * s
+
+    args = (torch.randn(6, 4), torch.randn(9))
+    compiled = cc.compile(f, backend="cpp")
+    for got, want in zip(compiled(*args), f(*args)):
+        torch.testing.assert_close(got, want)
+    sched = compiled.session.graphs[0].schedule
+    assert not any(g.segments for g in sched.groups)
