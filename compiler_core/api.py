@@ -276,7 +276,12 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
         record.loops, record.schedule = schedule_with_epilogues(record.loops)
     with timer("memory"):
-        record.memory = plan_memory(record.loops, record.schedule)
+        # An inference graph's mutated inputs (an optimizer step's parameters and state) are copied
+        # from its outputs afterwards: their kernels may write into them directly. Not in the check
+        # mode, which recomputes each kernel from its inputs after the launch.
+        inference = record.joint is None and record.part == "forward"
+        updates = _compat.inference_input_updates(gm) if inference and not options.check_kernels else ()
+        record.memory = plan_memory(record.loops, record.schedule, updates)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
                                                           check_memory=options.check_memory,

@@ -103,6 +103,27 @@ def test_three_compiled_steps_match_eager(kind, backend):
         assert kernel.segments == (60, 10, 30, 3)
 
 
+@pytest.mark.parametrize("variant", [{"capturable": True}, {"lr": torch.tensor(0.01)}],
+                         ids=["capturable", "lr-tensor"])
+def test_adam_variants_a_gpu_run_takes(variant):
+    """Under torch.compile on CUDA, Dynamo turns on `capturable` (step counters on the device, other
+    ops for the bias corrections); schedulers pass lr as a tensor. Same bounds, same values as eager
+    Adam with a float lr."""
+    model, reference = _mlp(), _mlp()
+    opt = torch.optim.Adam(model.parameters(), **{"lr": 0.01, **variant})
+    eager_opt = torch.optim.Adam(reference.parameters(), lr=0.01)
+    step = cc.compile(lambda: opt.step(), backend="cpp")
+    for grads in _grads(model, 3):
+        for p, q, g in zip(model.parameters(), reference.parameters(), grads):
+            p.grad, q.grad = g.clone(), g.clone()
+        step()
+        eager_opt.step()
+    for p, q in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(p, q, rtol=1e-5, atol=1e-6)
+    _assert_compiled(step.session, MAX_KERNELS["adam"])
+    assert len(step.session.graphs[-1].memory.inplace) == 16
+
+
 def test_adam_without_horizontal_fusion_takes_a_kernel_per_parameter(monkeypatch):
     """What the horizontal kernel replaces: with it turned off, one kernel per parameter and one per
     step counter (the bound above is not met by vertical fusion alone)."""
@@ -179,3 +200,52 @@ def test_dependent_kernels_are_not_merged_horizontally():
         torch.testing.assert_close(got, want)
     sched = compiled.session.graphs[0].schedule
     assert not any(g.segments for g in sched.groups)
+
+
+# ---- in-place updates of mutated inputs ---------------------------------------------------------
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_optimizer_step_writes_parameters_and_state_in_place(backend):
+    """Each updated parameter and state tensor is written by our kernel into its own storage, so
+    AOTAutograd's copy back into the input is a copy onto itself (ATen returns at once)."""
+    want, _ = _three_steps("adam", None)
+    got, sessions = _three_steps("adam", backend)
+    _assert_same_state(got, want)
+    update = sessions[-1].graphs[-1]
+    written = {target for _, target in update.memory.inplace}
+    # 4 parameters, each with its step counter, exp_avg and exp_avg_sq.
+    assert len(written) == 16 and not update.memory.inplace_refused, update.memory.pretty()
+    assert "written in place" in update.wrapper.source
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_mutated_input_of_a_plain_function_is_updated(backend):
+    def f(x, y):
+        x.mul_(2).add_(y)
+        return y * 3
+
+    args = (torch.randn(6, 5), torch.randn(5))
+    eager_x = args[0].clone()
+    want = f(eager_x, args[1])
+    compiled = cc.compile(f, backend=backend)
+    got = compiled(*args)
+    torch.testing.assert_close(got, want)
+    torch.testing.assert_close(args[0], eager_x)
+    assert [t for _, t in compiled.session.graphs[0].memory.inplace] == ["arg0_1"]
+
+
+def test_input_read_at_other_elements_is_not_overwritten():
+    """flip reads x[5 - i] in the kernel that updates x: written in place, the C++ loop would read
+    elements it had already overwritten. The planner refuses and says why; the values match eager."""
+    def f(x):
+        y = x.flip(0) + 1
+        x.mul_(2)
+        return y
+
+    x = torch.arange(6.0)
+    eager_x = x.clone()
+    want = f(eager_x)
+    compiled = cc.compile(f, backend="cpp")
+    torch.testing.assert_close(compiled(x), want)
+    torch.testing.assert_close(x, eager_x)
+    memory = compiled.session.graphs[0].memory
+    assert memory.inplace == () and "other elements" in memory.inplace_refused[0][1], memory.pretty()

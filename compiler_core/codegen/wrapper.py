@@ -58,12 +58,17 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
     plans = {p.name: p for p in kernel_plans(graph, sched)}
-    if backend == "cpp":
-        generate = generate_cpp_kernel
-    else:
-        interpret = graph.device != "cuda"
-        def generate(plan: KernelPlan) -> KernelSource:
-            return generate_triton_kernel(plan, interpret=interpret)
+    interpret = graph.device != "cuda"
+
+    def generate(plan: KernelPlan) -> KernelSource:
+        # Parameters of a kernel that overwrites an input it reads: they point at the same storage.
+        both = {b for pair in memory.inplace if set(pair) <= set(plan.arguments) for b in pair}
+        aliased = frozenset(p for p, b in zip([n for n, _ in plan.inputs + plan.outputs], plan.arguments)
+                            if b in both)
+        if backend == "cpp":
+            return generate_cpp_kernel(plan, aliased=aliased)
+        return generate_triton_kernel(plan, interpret=interpret, aliased=aliased)
+
     kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.name in plans)
     return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
                                  check_kernels=check_kernels)
@@ -92,6 +97,14 @@ class Allocate:
 class Reuse:
     buffer: Buffer
     donor: str  # a dead buffer whose storage is handed on
+
+
+@dataclass(frozen=True)
+class WriteInPlace:
+    """`buffer` is written into graph input `target` (MemoryPlan.inplace): the kernel overwrites it."""
+
+    buffer: Buffer
+    target: str
 
 
 @dataclass(frozen=True)
@@ -136,7 +149,8 @@ class Return:
     outputs: tuple  # ViewRef, or a Python constant
 
 
-Statement = Union[Comment, Unpack, Allocate, Reuse, Launch, CallExtern, CheckFresh, CheckKernel, Free, Return]
+Statement = Union[Comment, Unpack, Allocate, Reuse, WriteInPlace, Launch, CallExtern, CheckFresh, CheckKernel, Free,
+                  Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
@@ -163,6 +177,7 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
     out: list[Statement] = [Unpack(tuple(b.name for b in graph.inputs if b.kind == "input"),
                                    tuple(b.name for b in graph.inputs if b.kind == "constant"))]
     reuse = dict(memory.reuse)
+    in_place = dict(memory.inplace)
     donors = set(reuse.values())  # kept until their storage is handed on
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
@@ -186,6 +201,9 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
         else:
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             for name in group.materialized:
+                if name in in_place:  # shares the input's storage on purpose: no freshness check
+                    out.append(WriteInPlace(buffers[name], in_place[name]))
+                    continue
                 out.append(Reuse(buffers[name], reuse[name]) if name in reuse else Allocate(buffers[name]))
                 if check_memory:
                     out.append(CheckFresh(name, ()))
@@ -233,6 +251,9 @@ class _Printer:
             b = s.buffer
             return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
                     f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
+        if isinstance(s, WriteInPlace):
+            return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
+                    f"{s.target} afterwards, a copy onto itself"]
         if isinstance(s, Launch):
             return [self.launch(s.kernel, s.config)]
         if isinstance(s, CallExtern):

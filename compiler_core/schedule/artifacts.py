@@ -86,9 +86,10 @@ class MemoryPlan:
     live_ranges: tuple[LiveRange, ...]
     reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
     frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these buffers' storages are released
-    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place: the planner makes none yet
+    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place (schedule/inplace.py)
     peak_bytes_planned: int
     peak_bytes_unplanned: int
+    inplace_refused: tuple[tuple[str, str], ...] = ()  # (output, why it is not written into its input)
 
     def pretty(self) -> str:
         lines = [f"# peak bytes: planned {self.peak_bytes_planned}, without reuse {self.peak_bytes_unplanned}"]
@@ -97,4 +98,6 @@ class MemoryPlan:
             lines.append(f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}{shared}")
         lines += [f"after step {step}: free {', '.join(names)}" for step, names in self.frees]
         lines += [f"{new} reuses the storage of {old}" for new, old in self.reuse]
+        lines += [f"{new} is written in place into input {old}" for new, old in self.inplace]
+        lines += [f"{new} is not written into its input: {why}" for new, why in self.inplace_refused]
         return "\n".join(lines)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
+from compiler_core.schedule.inplace import in_place_updates
 
 # Extern ops whose result may be written into a storage we hand them: op -> its out= overload. Their
 # results are dense and row-major, and the out= overload writes every element.
@@ -31,7 +32,11 @@ def takes_storage(node: LoopNode, buf: Buffer) -> bool:
             and buf.layout == Layout.contiguous(tuple(buf.layout.size)))
 
 
-def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
+def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int], ...] = ()) -> MemoryPlan:
+    """Live ranges, frees and reuse; `updates` (input index, output index) names the inputs the caller
+    overwrites with outputs afterwards: those outputs are written in place where it is safe."""
+    inplace, refused = in_place_updates(graph, sched, updates)
+    in_place = dict(inplace)
     storage_of = graph.storage_of()
     buffers: dict[str, Buffer] = {b.name: b for b in graph.inputs}
     buffers.update({b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)})
@@ -64,8 +69,8 @@ def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
     frees: list[tuple[int, tuple[str, ...]]] = []
     for step, group in enumerate(sched.groups):
         for name in group.materialized:
-            if not takes_storage(maker[name], buffers[name]):
-                continue  # allocated by PyTorch inside the extern call
+            if name in in_place or not takes_storage(maker[name], buffers[name]):
+                continue  # lives in its input, or allocated by PyTorch inside the extern call
             donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
             if donor is not None:
                 pool.remove(donor)
@@ -77,9 +82,10 @@ def plan_memory(graph: LoopGraph, sched: Schedule) -> MemoryPlan:
             pool.extend(s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern"))
     # "Unplanned": every storage allocated on its own and held until the program returns.
     unplanned = sum(buffers[s].nbytes for s in members if s in first)
-    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=(),
-                      peak_bytes_planned=_peak(members, first, death, reuse, buffers, end),
-                      peak_bytes_unplanned=unplanned)
+    allocated = {s: names for s, names in members.items() if s not in in_place}
+    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=inplace,
+                      peak_bytes_planned=_peak(allocated, first, death, reuse, buffers, end),
+                      peak_bytes_unplanned=unplanned, inplace_refused=refused)
 
 
 def _fits(donor: Buffer, buf: Buffer) -> bool:

@@ -469,7 +469,7 @@ def _segment_bounds(segments: tuple[KernelPlan, ...]) -> list[tuple[str, str]]:
     return bounds
 
 
-def _segmented_kernel(plan: KernelPlan, interpret: bool) -> list[str]:
+def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = False) -> list[str]:
     """Each program runs the one segment its program id falls in, as an ordinary pointwise kernel
     over that segment's elements: separate `if`s, no `elif`, so no name is shared between branches
     (Triton merges names an if/else defines on both sides and demands equal types)."""
@@ -483,11 +483,14 @@ def _segmented_kernel(plan: KernelPlan, interpret: bool) -> list[str]:
                   f"        xnumel = {seg.xnumel}",
                   f"        xindex = {offset} * XBLOCK + tl.arange(0, XBLOCK)",
                   "        xmask = xindex < xnumel"]
-        lines += ["        " + ln for ln in _pointwise_body(_flat_steps(seg), interpret)]
+        lines += ["        " + ln for ln in _pointwise_body(_flat_steps(seg), interpret, stores_last)]
     return lines
 
 
-def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
+def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: frozenset[str] = frozenset()
+                           ) -> KernelSource:
+    """`aliased`: parameters pointing at one storage (MemoryPlan.inplace): each program then loads
+    all it reads before it stores, so an element's old value is read before it is overwritten."""
     configs = candidate_configs(plan, interpret)
     config = configs[0]
     persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
@@ -495,8 +498,10 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
              f"    # source ops: {', '.join(plan.origins)}"]
+    if aliased and plan.is_reduction:
+        raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.segments:
-        lines += _segmented_kernel(plan, interpret)
+        lines += _segmented_kernel(plan, interpret, stores_last=bool(aliased))
         return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                             grid=launch_grid(plan.xnumel, config, _numels(plan)), config_space=configs,
                             origins=plan.origins, xnumel=plan.xnumel, kind="pointwise",
@@ -511,7 +516,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     else:
         lines += ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
                   "    xmask = xindex < xnumel"]
-        body = _pointwise_body(steps, interpret)
+        body = _pointwise_body(steps, interpret, stores_last=bool(aliased))
     lines += ["    " + ln for ln in body]
     return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
@@ -552,11 +557,14 @@ def _depends_on_position(value: Value) -> bool:
     return any(isinstance(v, (Load, IndexValue, ReductionResult)) for v in walk(value))
 
 
-def _pointwise_body(steps: list[Step], interpret: bool) -> list[str]:
+def _pointwise_body(steps: list[Step], interpret: bool, stores_last: bool = False) -> list[str]:
+    """`stores_last`: all loads before the first store (steps never read what their kernel stores)."""
     printer = TritonPrinter("xmask", interpret)
-    for s in steps:
-        printer.lines.append(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]"))
-    return printer.lines
+    stores = [_store(s, printer.emit(s.value), "xmask", "[XBLOCK]") for s in steps] if stores_last else []
+    if not stores_last:
+        for s in steps:
+            printer.lines.append(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]"))
+    return printer.lines + stores
 
 
 _INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")'}
