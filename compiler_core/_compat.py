@@ -154,6 +154,11 @@ def recompile_logger_names() -> list[str]:
     return ["torch._dynamo.guards.__recompiles"]
 
 
+def recompile_limit_logger_name() -> str:
+    # Dynamo warns here, once per code object, when it stops compiling a function (recompile limit).
+    return "torch._dynamo.convert_frame"
+
+
 def enable_recompile_reasons() -> None:
     """Dynamo words a recompile's failed guard only while its "recompiles" log artifact is on."""
     from torch._logging import _internal

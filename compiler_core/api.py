@@ -174,11 +174,16 @@ class CompiledFunction:
         finally:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
+            gave_up = [r.reason for r in recompiles if r.limit_hit]
+            if gave_up:  # Dynamo runs part of this call in eager PyTorch from now on: never silently
+                if pending is None:
+                    pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+                pending.messages.extend(gave_up)
             # This call compiled something: it is now the latest compilation, also when running it
             # raised (an integer division by zero as in eager, or a KernelCheckError naming a kernel).
             if pending is not None:
                 pending.breaks.extend(new_breaks.since(mark))
-                pending.recompiles.extend(recompiles)
+                pending.recompiles.extend(r for r in recompiles if not r.limit_hit)
                 self.session = pending
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
