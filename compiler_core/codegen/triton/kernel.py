@@ -450,35 +450,28 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
 
 
 def launch_grid(xnumel: int, config: dict, segments: tuple[int, ...] = ()) -> str:
-    """The grid as text; a horizontal kernel's covers each segment in turn (`_segment_bounds`)."""
+    """The grid as text; a horizontal kernel's covers each segment in turn (`_segmented_kernel`)."""
     if segments:
         return f"({sum(max(-(-n // config['XBLOCK']), 1) for n in segments)},)"
     return f"({max(-(-xnumel // config['XBLOCK']), 1)},)"
 
 
-def _segment_bounds(segments: tuple[KernelPlan, ...]) -> list[tuple[str, str]]:
-    """(first program, end) of each segment, as constexpr expressions of XBLOCK: the source does not
-    change with the block size the runtime picks (a segment of n elements takes cdiv(n, XBLOCK)
-    programs, at least one, as launch_grid counts them)."""
-    bounds, start = [], "0"
-    for seg in segments:
-        count = f"max(({seg.xnumel} + XBLOCK - 1) // XBLOCK, 1)" if seg.xnumel > 1 else "1"
-        end = count if start == "0" else f"{start} + {count}"
-        bounds.append((start, end))
-        start = end
-    return bounds
-
-
 def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = False) -> list[str]:
     """Each program runs the one segment its program id falls in, as an ordinary pointwise kernel
-    over that segment's elements: separate `if`s, no `elif`, so no name is shared between branches
-    (Triton merges names an if/else defines on both sides and demands equal types)."""
+    over that segment's elements. A segment of n elements takes cdiv(n, XBLOCK) programs (one if
+    empty, as launch_grid counts them); the bounds are expressions of XBLOCK, so the source does not
+    change with the block size the runtime picks. Separate `if`s, no `elif`: Triton merges names an
+    if/else defines on both sides and demands equal types."""
     lines = ["    pid = tl.program_id(0)"]
-    for seg, (start, end) in zip(plan.segments, _segment_bounds(plan.segments)):
-        condition = f"pid < {end}" if start == "0" else f"(pid >= {start}) & (pid < {end})"
-        offset = "pid" if start == "0" else f"(pid - ({start}))"
-        lines += [f"    # segment {seg.name.rsplit('_segment', 1)[-1]}: {seg.xnumel} elements, "
-                  f"source ops {', '.join(seg.origins)}",
+    previous = ""
+    for k, seg in enumerate(plan.segments):
+        count = f"({seg.xnumel} + XBLOCK - 1) // XBLOCK" if seg.xnumel > 1 else "1"
+        lines.append(f"    seg{k}_end = {previous + ' + ' if previous else ''}{count}")
+        previous = f"seg{k}_end"
+    for k, seg in enumerate(plan.segments):
+        condition = f"pid < seg{k}_end" if k == 0 else f"(pid >= seg{k - 1}_end) & (pid < seg{k}_end)"
+        offset = "pid" if k == 0 else f"(pid - seg{k - 1}_end)"
+        lines += [f"    # segment {k}: {seg.xnumel} elements, source ops {', '.join(seg.origins)}",
                   f"    if {condition}:",
                   f"        xnumel = {seg.xnumel}",
                   f"        xindex = {offset} * XBLOCK + tl.arange(0, XBLOCK)",
