@@ -5,10 +5,11 @@ Inductor and fcompile. Run on the GPU machine from the repository root:
 
 (`--device cpu --layers 1 --width 16` runs the same checks on the CPU, to try the script itself.)
 
-Prints one table: our kernels and extern calls per step (from the session), CUDA kernels launched per
-step as the profiler counts them (ours include AOTAutograd's copies of the updated parameters and
-state back into the inputs), median step time, and the ratios to eager and Inductor. Exits non-zero
-when parameters or optimizer state after three steps differ from eager, or a graph fell back.
+Prints one table: our kernels and extern calls per step (from the session), how many updated
+parameters and state tensors our kernels write in place (AOTAutograd's copy back into the input is
+then a copy onto itself, no kernel), CUDA kernels launched per step as the profiler counts them,
+median step time, and the ratios to eager and Inductor. Exits non-zero when parameters or optimizer
+state after three steps differ from eager, or a graph fell back.
 """
 
 from __future__ import annotations
@@ -103,8 +104,9 @@ def run(kind: str, layers: int, width: int, repeats: int, device: str) -> tuple[
         ok = False
     launched = {name: kernels_launched(runs[name][2], device) for name in runs}
     times = time_interleaved({name: runs[name][2] for name in runs}, device, repeats)
+    in_place = sum(len(g.memory.inplace) for g in session.graphs if g.memory is not None)
     row = {"optimizer": kind, "params": sum(1 for _ in base.parameters()),
-           "ours_kernels": stats["kernel_count"], "ours_externs": stats["extern_calls"],
+           "ours_kernels": stats["kernel_count"], "ours_externs": stats["extern_calls"], "in_place": in_place,
            **{f"{n}_launches": launched[n] for n in runs}, **{f"{n}_ms": times[n] for n in runs}}
     return row, ok
 
@@ -121,7 +123,7 @@ def main() -> int:
         return 2
     machine = torch.cuda.get_device_name() if args.device == "cuda" else "cpu"
     print(f"torch {torch.__version__}, {machine}, {args.layers} blocks of width {args.width}")
-    header = ("optimizer", "params", "ours_kernels", "ours_externs", "eager_launches", "inductor_launches",
+    header = ("optimizer", "params", "ours_kernels", "ours_externs", "in_place", "eager_launches", "inductor_launches",
               "ours_launches", "eager_ms", "inductor_ms", "ours_ms", "eager/ours", "inductor/ours")
     print(" | ".join(header))
     all_ok = True
