@@ -147,6 +147,19 @@ def _train_step(model: torch.nn.Module, opt: torch.optim.Optimizer):
     return train_step
 
 
+def test_a_level_past_the_argument_cap_is_split_into_several_horizontal_kernels(monkeypatch):
+    """Adam's update of one parameter takes 9 pointers (4 tensors, 2 bias corrections, 3 results): with
+    at most 20 per kernel, the four updates need two horizontal kernels of two segments each."""
+    from compiler_core.schedule import horizontal
+
+    monkeypatch.setattr(horizontal, "MAX_ARGUMENTS", 20)
+    want, _ = _three_steps("adam", None)
+    got, sessions = _three_steps("adam", "cpp")
+    _assert_same_state(got, want)
+    groups = sessions[-1].graphs[-1].schedule.groups
+    assert [len(g.segments) for g in groups if g.segments] == [2, 2]
+
+
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_training_step_with_backward_and_adam(backend):
     """`loss.backward(); opt.step()` in one compiled function: torch.optim breaks the graph around the

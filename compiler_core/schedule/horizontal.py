@@ -27,9 +27,10 @@ from compiler_core.ir.graph import LoopGraph
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan
 
-# Pointer arguments of one horizontal kernel at most: CUDA passes kernel parameters in 4 KB, and each
-# segment is one more branch for Triton to compile. A larger level is split into several kernels.
-MAX_ARGUMENTS = 128
+# Pointer arguments of one horizontal kernel at most: 256 pointers are 2 KB of the 4 KB CUDA passes
+# kernel parameters in, and each segment is one more branch for Triton to compile (Adam on 24
+# parameters takes 216). A larger level is split into several kernels.
+MAX_ARGUMENTS = 256
 # Bytes of buffers that are not graph outputs one kernel may write and still take part.
 MAX_TEMPORARY_BYTES = 1 << 16
 
