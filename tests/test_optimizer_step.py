@@ -264,12 +264,20 @@ def test_input_read_at_other_elements_is_not_overwritten():
     assert memory.inplace == () and "other elements" in memory.inplace_refused[0][1], memory.pretty()
 
 
-def test_dynamo_giving_up_on_the_step_is_said_not_silent(monkeypatch):
+def test_dynamo_giving_up_on_the_step_is_said_not_silent():
     """Dynamo guards torch.optim's step wrapper on the optimizer object: each new optimizer compiles it
     again, and past torch._dynamo.config.recompile_limit Dynamo runs it in eager PyTorch. The
     session of that call says so (it used to show no graph and no word)."""
-    monkeypatch.setattr(torch._dynamo.config, "recompile_limit", 2)
+    # config.patch, not monkeypatch: undoing a monkeypatch deletes the setting from Dynamo's config.
     sessions = []
+    with torch._dynamo.config.patch(recompile_limit=2):
+        _steps_of_new_optimizers(sessions)
+    assert sessions[0].stats["kernel_count"] >= 1 and not sessions[0].messages
+    assert sessions[-1].stats["kernel_count"] == 0
+    assert any("recompile_limit" in m and "eager" in m for m in sessions[-1].messages), sessions[-1].messages
+
+
+def _steps_of_new_optimizers(sessions: list) -> None:
     for _ in range(3):
         model = _mlp()
         for p in model.parameters():
@@ -281,6 +289,3 @@ def test_dynamo_giving_up_on_the_step_is_said_not_silent(monkeypatch):
         for p, b in zip(model.parameters(), before):  # the step ran, compiled or not
             torch.testing.assert_close(p.detach(), b - 0.1)
         sessions.append(step.session)
-    assert sessions[0].stats["kernel_count"] >= 1 and not sessions[0].messages
-    assert sessions[-1].stats["kernel_count"] == 0
-    assert any("recompile_limit" in m and "eager" in m for m in sessions[-1].messages), sessions[-1].messages
