@@ -92,6 +92,32 @@ def mutated_primal_indices(joint_module: torch.fx.GraphModule) -> list[int]:
         return []
 
 
+def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[int, int], ...]:
+    """(input index, output index) of each graph input whose data AOTAutograd updates after an
+    inference graph runs, `input.copy_(output)` (keep_inference_input_mutations=False): the mutated
+    inputs' new values are the graph's first outputs, in input order. Read from the forward metadata
+    AOTAutograd keeps in the tracing context while it calls the compiler; empty when it is missing or
+    does not line up with the graph (synthetic bases for aliased inputs, metadata mutations)."""
+    try:
+        context = torch._guards.TracingContext.try_get()
+        meta = getattr(context, "fw_metadata", None)
+        if meta is None:
+            return ()
+        placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+        outputs = next(iter(gm.graph.find_nodes(op="output"))).args[0]
+        mutated = list(meta.mutated_inp_runtime_indices)
+        if len(meta.input_info) != len(placeholders) or len(outputs) < len(mutated):
+            return ()
+        pairs = []
+        for k, i in enumerate(mutated):
+            info = meta.input_info[i]
+            if info.mutates_data and not info.mutates_metadata:
+                pairs.append((i, k))
+        return tuple(pairs)
+    except Exception:  # noqa: BLE001 - a private structure: no information is the safe answer
+        return ()
+
+
 def size_hint(value: Any) -> int:
     """An int for a size that may be symbolic (its example value under dynamic shapes)."""
     if isinstance(value, int):
@@ -126,6 +152,11 @@ def graph_break_reasons() -> list:
 def recompile_logger_names() -> list[str]:
     # Dynamo logs recompile reasons on the "recompiles" logging artifact of this module.
     return ["torch._dynamo.guards.__recompiles"]
+
+
+def recompile_limit_logger_name() -> str:
+    # Dynamo warns here, once per code object, when it stops compiling a function (recompile limit).
+    return "torch._dynamo.convert_frame"
 
 
 def enable_recompile_reasons() -> None:

@@ -181,11 +181,16 @@ class CompiledFunction:
         finally:
             recompiles = recompile_watcher.stop(watcher)
             pending, self._pending = self._pending, None
+            gave_up = [r.reason for r in recompiles if r.limit_hit]
+            if gave_up:  # Dynamo runs part of this call in eager PyTorch from now on: never silently
+                if pending is None:
+                    pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+                pending.messages.extend(gave_up)
             # This call compiled something: it is now the latest compilation, also when running it
             # raised (an integer division by zero as in eager, or a KernelCheckError naming a kernel).
             if pending is not None:
                 pending.breaks.extend(new_breaks.since(mark))
-                pending.recompiles.extend(recompiles)
+                pending.recompiles.extend(r for r in recompiles if not r.limit_hit)
                 self.session = pending
 
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
@@ -283,8 +288,13 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
         record.loops, record.schedule = schedule_with_epilogues(record.loops, fusion=options.fusion)
     with timer("memory"):
-        # The check mode re-reads each kernel's inputs after it ran: nothing may be written over them.
-        record.memory = plan_memory(record.loops, record.schedule, in_place=not options.check_kernels)
+        # An inference graph's mutated inputs (an optimizer step's parameters and state) are copied
+        # from its outputs afterwards: their kernels may write into them directly. Not in the check
+        # mode, which recomputes each kernel from its inputs after the launch (nor is anything
+        # written over a kernel's dying input there).
+        inference = record.joint is None and record.part == "forward"
+        updates = _compat.inference_input_updates(gm) if inference and not options.check_kernels else ()
+        record.memory = plan_memory(record.loops, record.schedule, updates, write_over=not options.check_kernels)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,
                                                           check_memory=options.check_memory,

@@ -32,8 +32,8 @@ def test_pointwise_kernel_writes_over_the_matmul_it_reads_last(backend):
     x, w = torch.randn(48, 32), torch.randn(32, 40)
     session = cc.explain(_swish_of_matmul, x, w, backend=backend)
     plan = _only_graph(session).memory
-    assert len(plan.inplace) == 1, plan.pretty()
-    out, donor = plan.inplace[0]
+    assert len(plan.written_over) == 1, plan.pretty()
+    out, donor = plan.written_over[0]
     assert "written over" in plan.pretty()
     # The kernel reads and writes through one pointer: the donor is no parameter of it.
     (kernel,) = session.kernels
@@ -52,7 +52,7 @@ def test_no_write_over_an_input_read_at_other_elements(backend):
     # Element (i, j) of the output needs y[j, i]: written in place, a row would read its new values.
     x, w = torch.randn(40, 40), torch.randn(40, 40)
     plan = _only_graph(cc.explain(_plus_transpose, x, w, backend=backend)).memory
-    assert plan.inplace == ()
+    assert plan.written_over == ()
     got = cc.compile(_plus_transpose, backend=backend, debug="memory")(x, w)
     torch.testing.assert_close(got, _plus_transpose(x, w))
 
@@ -68,7 +68,7 @@ def test_reduction_kernel_writes_over_its_input_and_still_sums_the_old_values(ba
     # The sum re-reads y after g is stored: the same load, served from the value read before the store.
     x, w = torch.randn(24, 16), torch.randn(16, 96)
     plan = _only_graph(cc.explain(_scaled_and_row_sums, x, w, backend=backend)).memory
-    assert len(plan.inplace) == 1, plan.pretty()
+    assert len(plan.written_over) == 1, plan.pretty()
     got = cc.compile(_scaled_and_row_sums, backend=backend, debug="memory")(x, w)
     for a, b in zip(got, _scaled_and_row_sums(x, w)):
         torch.testing.assert_close(a, b)
@@ -80,7 +80,7 @@ def test_check_mode_writes_nothing_in_place_and_keeps_the_arguments():
     compiled = cc.compile(_swish_of_matmul, backend="cpp", check=True)
     torch.testing.assert_close(compiled(x, w), _swish_of_matmul(x, w))
     record = _only_graph(compiled.session)
-    assert record.memory.inplace == ()
+    assert record.memory.written_over == ()
     assert "args.clear()" not in record.wrapper.source
 
 

@@ -233,6 +233,19 @@ def test_siblings_reading_one_input_share_a_kernel():
     assert any("siblings" in d.reason and d.accepted for d in s.graphs[0].schedule.decisions)
 
 
+def test_many_sibling_reductions_of_one_input_share_a_kernel():
+    """Past SIBLING_LIMIT readers of one buffer the scheduler pairs neighbours instead of giving up
+    (it used to leave these twelve sums in twelve kernels)."""
+    def f(x):
+        return [(x * (i + 1)).sum() for i in range(12)]
+
+    x = torch.randn(64)
+    compiled = cc.compile(f, backend="cpp")
+    for got, want in zip(compiled(x), f(x)):
+        torch.testing.assert_close(got, want)
+    assert compiled.session.stats["kernel_count"] == 1
+
+
 def test_loop_graph_draws_kernels_as_clusters():
     s = _explain(lambda a, b: torch.relu(a @ b + 1), torch.randn(4, 8), torch.randn(8, 8))
     g = s.graphs[0]

@@ -205,7 +205,9 @@ def test_fusion_decisions_and_copies_use_fx_names():
     names = fx_names(record.loops)
     assert set(names) >= {n.name for n in record.loops.nodes}
     assert all(not v.startswith("buf") for v in names.values())
-    view = explore(lambda x: (x.sin(), torch.tensor([1.0, 2.0])), torch.randn(4), repeats=0, kernels_for=())
+    # A reduction beside the constant: independent pointwise kernels would share one launch
+    # (schedule/horizontal.py), and the copy would no longer be a kernel of its own.
+    view = explore(lambda x: (x.sin().sum(), torch.tensor([1.0, 2.0])), torch.randn(4), repeats=0, kernels_for=())
     fusion = page_text(view.sections["Fusion"])
     assert "copy of a constant" in fusion
     decisions = re.findall(r"<details><summary>\d+ fusion decisions.*?</details>", view.sections["Fusion"], re.S)

@@ -65,6 +65,8 @@ class GraphBreak:
 @dataclass(frozen=True)
 class Recompile:
     reason: str  # the failed guard, as Dynamo words it
+    # Dynamo gave up recompiling this code (its recompile limit): it now runs in eager PyTorch.
+    limit_hit: bool = False
 
     def pretty(self) -> str:
         return f"recompiled because: {self.reason}"

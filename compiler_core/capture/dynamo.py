@@ -102,6 +102,18 @@ class _RecompileHandler(logging.Handler):
         if self.sink is None:
             return
         text = record.getMessage()
+        if record.name == _compat.recompile_limit_logger_name():
+            # "torch._dynamo hit config.recompile_limit (8) / function: 'wrapper' (file:line) / ..."
+            if "hit config." in text:
+                lines = [ln.strip() for ln in text.splitlines()]
+                what = next((ln.removeprefix("function:").strip() for ln in lines if ln.startswith("function:")),
+                            "a function")
+                limit = lines[0].split("hit config.", 1)[1]
+                self.sink.append(Recompile(
+                    f"Dynamo hit its {limit} for {what}: from now on that function runs in eager PyTorch, not "
+                    "compiled (each new object it guards on, e.g. a new optimizer, was one more compilation). "
+                    "Call torch._dynamo.reset() or raise torch._dynamo.config.recompile_limit", limit_hit=True))
+            return
         # "Recompiling function f in file:line / triggered by ... / - 0/0: tensor 'x' dtype mismatch"
         reasons = [ln.strip()[1:].strip() for ln in text.splitlines() if ln.strip().startswith("-")]
         self.sink.append(Recompile("; ".join(reasons) if reasons else text.strip()))
@@ -115,6 +127,8 @@ def _install_handler() -> _RecompileHandler:
     if _handler is None:
         _handler = _RecompileHandler()
         _compat.enable_recompile_reasons()
+        # Dynamo's own warning stays visible: only our handler is added to that logger.
+        logging.getLogger(_compat.recompile_limit_logger_name()).addHandler(_handler)
         for name in _compat.recompile_logger_names():
             logger = logging.getLogger(name)
             logger.addHandler(_handler)

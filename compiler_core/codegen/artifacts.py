@@ -22,6 +22,8 @@ class KernelSource:
     # Line-level provenance: (1-based line of `source`, the FX nodes it computes) for every line that
     # computes something (loads, ops, stores, reductions); loop headers and pragmas have none.
     line_origins: tuple[tuple[int, tuple[str, ...]], ...] = ()
+    # A horizontal kernel: the elements of each segment (the launch grid covers each one in turn).
+    segments: tuple[int, ...] = ()
 
     def pretty(self) -> str:
         return self.source

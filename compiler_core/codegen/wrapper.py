@@ -26,7 +26,14 @@ from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
-from compiler_core.schedule.kernel_plan import KernelPlan, group_plan, write_over
+from compiler_core.schedule.kernel_plan import (
+    KernelPlan,
+    Space,
+    build_kernel_plan,
+    group_plan,
+    segmented_plan,
+    write_over,
+)
 from compiler_core.schedule.memory import OUT_VARIANTS
 
 
@@ -41,11 +48,18 @@ def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan]
     over: dict[str, list[tuple[str, str]]] = {}
     if memory is not None:
         group_of = {n: g.name for g in sched.groups for n in g.materialized}
-        for out, donor in memory.inplace:
+        for out, donor in memory.written_over:
             over.setdefault(group_of[out], []).append((out, donor))
     plans = []
     for group in sched.groups:
         if group.kind == "extern" or is_dead(group):
+            continue
+        if group.segments:
+            written = set(group.materialized)
+            parts = [build_kernel_plan(graph, f"{group.name}_segment{i}", list(nodes),
+                                       {graph.node(n).output.name for n in nodes} & written, Space(x))
+                     for i, (nodes, x) in enumerate(group.segments)]
+            plans.append(segmented_plan(group.name, parts))
             continue
         plan = group_plan(graph, group)
         for out, donor in over.get(group.name, ()):
@@ -58,12 +72,17 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
     plans = {p.name: p for p in kernel_plans(graph, sched, memory)}
-    if backend == "cpp":
-        generate = generate_cpp_kernel
-    else:
-        interpret = graph.device != "cuda"
-        def generate(plan: KernelPlan) -> KernelSource:
-            return generate_triton_kernel(plan, interpret=interpret)
+    interpret = graph.device != "cuda"
+
+    def generate(plan: KernelPlan) -> KernelSource:
+        # Parameters of a kernel that overwrites an input it reads: they point at the same storage.
+        both = {b for pair in memory.inplace if set(pair) <= set(plan.arguments) for b in pair}
+        aliased = frozenset(p for p, b in zip([n for n, _ in plan.inputs + plan.outputs], plan.arguments)
+                            if b in both)
+        if backend == "cpp":
+            return generate_cpp_kernel(plan, aliased=aliased)
+        return generate_triton_kernel(plan, interpret=interpret, aliased=aliased)
+
     kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.name in plans)
     return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
                                  check_kernels=check_kernels)
@@ -103,6 +122,14 @@ class WriteOver:
 
     buffer: Buffer
     donor: str
+
+
+@dataclass(frozen=True)
+class WriteInPlace:
+    """`buffer` is written into graph input `target` (MemoryPlan.inplace): the kernel overwrites it."""
+
+    buffer: Buffer
+    target: str
 
 
 @dataclass(frozen=True)
@@ -147,8 +174,8 @@ class Return:
     outputs: tuple  # ViewRef, or a Python constant
 
 
-Statement = Union[Comment, Unpack, Allocate, Reuse, WriteOver, Launch, CallExtern, CheckFresh, CheckKernel, Free,
-                  Return]
+Statement = Union[Comment, Unpack, Allocate, Reuse, WriteOver, WriteInPlace, Launch, CallExtern, CheckFresh,
+                  CheckKernel, Free, Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
@@ -176,8 +203,9 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
     out: list[Statement] = [Unpack(inputs, tuple(b.name for b in graph.inputs if b.kind == "constant"),
                                    clear_args=not check_kernels)]
     reuse = dict(memory.reuse)
+    in_place = dict(memory.inplace)
     donors = set(reuse.values())  # kept until their storage is handed on
-    over = dict(memory.inplace)
+    over = dict(memory.written_over)
     over_donors = set(over.values())  # their storage lives on in the output written over them
     frees = dict(memory.frees)
     for step, group in enumerate(sched.groups):
@@ -201,6 +229,9 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
         else:
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             for name in group.materialized:
+                if name in in_place:  # shares the input's storage on purpose: no freshness check
+                    out.append(WriteInPlace(buffers[name], in_place[name]))
+                    continue
                 if name in over:
                     out.append(WriteOver(buffers[name], over[name]))
                 else:
@@ -259,6 +290,9 @@ class _Printer:
             b = s.buffer
             return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
                     f"# written over {s.donor} by the next kernel (in place)"]
+        if isinstance(s, WriteInPlace):
+            return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
+                    f"{s.target} afterwards, a copy onto itself"]
         if isinstance(s, Launch):
             return [self.launch(s.kernel, s.config)]
         if isinstance(s, CallExtern):
@@ -282,7 +316,7 @@ class _Printer:
             return f"k.{kernel.name}({ptrs}, NTHREADS)"
         meta = ", ".join(f"{key}={v}" for key, v in config.items())
         args = ", ".join(local(a) for a in kernel.signature)
-        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"
+        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"
 
     def extern(self, s: CallExtern) -> list[str]:
         args = ", ".join(self.arg(a) for a in s.args)

@@ -147,6 +147,10 @@ PRIMS_POINTWISE = {
         "bitwise_or", "bitwise_xor", "bitwise_not", "fmax", "fmin")},
     prims.div: "truediv", prims.clone: "copy", prims.iota: "index", prims.rev: "flip", prims.cat: "cat",
 }
+# prims that exist only once torch._inductor is imported (Dynamo imports it for torch.optim's foreach
+# steps, whose addcmul and lerp become prims.fma): matched by name, as `prims.fma` may not resolve here.
+# fma is not a primitive of ours: lowering.py computes it as a multiply and an add.
+PRIMS_BY_NAME = {"prims.fma": "fma"}
 
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
 LIBRARY_OPS = {
@@ -184,6 +188,8 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         if prim == "truediv" and not _is_floating(node):
             prim = "truncdiv"  # prims.div rounds integer quotients toward zero
         return prim, ""
+    if str(packet) in PRIMS_BY_NAME:
+        return PRIMS_BY_NAME[str(packet)], ""
     if packet in REDUCTION_OPS:
         return REDUCTION_OPS[packet], ""
     refused = _refused_by_eager(node)

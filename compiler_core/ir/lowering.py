@@ -574,6 +574,19 @@ def _pow(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
                                                                  for a in (base, exponent)), cdt))
 
 
+def _fma(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """prims.fma(a, b, c) = a * b + c. torch's decompositions emit it (addcmul in Adam's second moment,
+    lerp); a multiply and an add, rounded twice, as eager's CPU kernels compute it: no new primitive."""
+    a, b, c = node.args[:3]
+    cdt = compute_dtype(val.dtype)
+
+    def body(names: list[str]) -> Value:
+        x, y, z = (lw.load(v, tuple(val.shape), names, cdt) for v in (a, b, c))
+        return Op("add", (Op("mul", (x, y), cdt), z), cdt)
+
+    return lw.pointwise(node, val, body)
+
+
 def _round(lw: _Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     """round(x, decimals) as ATen computes it: scale by 10**|decimals|, round half to even, unscale."""
     x = node.args[0]
@@ -1022,7 +1035,8 @@ _HANDLERS: dict[str, Callable] = {
     **{p: _compare(p) for p in ("eq", "ne", "lt", "le", "gt", "ge")},
     "logical_not": _logical("logical_not", 1), "logical_and": _logical("logical_and", 2),
     "logical_or": _logical("logical_or", 2), "isnan": _isnan, "where": _where, "clamp": _clamp,
-    "maximum": _relu_or_maximum, "pow": _pow, "cast": _cast, "copy": _copy, "fill": _fill, "index": _arange,
+    "maximum": _relu_or_maximum, "pow": _pow, "fma": _fma, "cast": _cast, "copy": _copy, "fill": _fill,
+    "index": _arange,
     **{p: _elementwise(p, 2) for p in ("atan2", "hypot", "fmod", "copysign")},
     **{p: _elementwise(p, 1) for p in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                                         "log2", "log10", "exp2", "erfc")},

@@ -82,7 +82,7 @@ def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> 
     args = [_random_tensor(buffers[name]) for name in kernel.signature]
     results = []
     for config in kernel.config_space:
-        grid = eval(launch_grid(kernel.xnumel, config))  # a literal tuple such as (4096,)
+        grid = eval(launch_grid(kernel.xnumel, config, kernel.segments))  # a literal tuple such as (4096,)
         try:
             fn[grid](*args, **config)  # compile and warm up
             torch.cuda.synchronize()

@@ -18,9 +18,14 @@ class FusionGroup:
     materialized: tuple[str, ...]  # buffers this group writes to memory
     internal: tuple[str, ...]  # buffers produced and consumed inside (never written)
     origins: tuple[str, ...]  # FX node names this kernel computes
+    # A horizontal kernel (schedule/horizontal.py): independent pointwise computations of different
+    # iteration spaces in one launch, each segment its nodes and its own x ranges. Empty otherwise.
+    segments: tuple[tuple[tuple[str, ...], tuple[int, ...]], ...] = ()
 
     def pretty(self) -> str:
         space = f"x={list(self.x_ranges)}" + (f", r={list(self.r_ranges)}" if self.r_ranges else "")
+        if self.segments:
+            space = "segments " + " | ".join(f"x={list(x)}" for _, x in self.segments)
         return (f"{self.name} ({self.kind}, {space}): nodes {', '.join(self.nodes)}; "
                 f"writes {', '.join(self.materialized) or '-'}; kept in registers {', '.join(self.internal) or '-'}")
 
@@ -81,9 +86,12 @@ class MemoryPlan:
     live_ranges: tuple[LiveRange, ...]
     reuse: tuple[tuple[str, str], ...]  # (new buffer, dead buffer whose storage it takes)
     frees: tuple[tuple[int, tuple[str, ...]], ...]  # after step i, these buffers' storages are released
-    inplace: tuple[tuple[str, str], ...]  # (output, input dying in the same kernel it is written over)
+    inplace: tuple[tuple[str, str], ...]  # (output, input) written in place (schedule/inplace.py)
     peak_bytes_planned: int
     peak_bytes_unplanned: int
+    inplace_refused: tuple[tuple[str, str], ...] = ()  # (output, why it is not written into its input)
+    # (output, buffer dying in the kernel that writes the output over it: schedule/kernel_plan.write_over)
+    written_over: tuple[tuple[str, str], ...] = ()
 
     def pretty(self) -> str:
         lines = [f"# peak bytes: planned {self.peak_bytes_planned}, without reuse {self.peak_bytes_unplanned}"]
@@ -92,5 +100,7 @@ class MemoryPlan:
             lines.append(f"{r.buffer}: {r.nbytes} bytes, live steps {r.first_step}..{r.last_step}{shared}")
         lines += [f"after step {step}: free {', '.join(names)}" for step, names in self.frees]
         lines += [f"{new} reuses the storage of {old}" for new, old in self.reuse]
-        lines += [f"{new} is written over {old} by the kernel reading it last (in place)" for new, old in self.inplace]
+        lines += [f"{new} is written in place into input {old}" for new, old in self.inplace]
+        lines += [f"{new} is not written into its input: {why}" for new, why in self.inplace_refused]
+        lines += [f"{new} is written over {old} by the kernel reading it last" for new, old in self.written_over]
         return "\n".join(lines)

@@ -21,9 +21,10 @@ from dataclasses import dataclass
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
+from compiler_core.schedule.horizontal import fuse_horizontally
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
 
-SIBLING_LIMIT = 8  # sibling groups of one buffer considered pairwise
+SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairwise; more: neighbours only
 
 
 @dataclass
@@ -37,9 +38,11 @@ FUSION_OFF = "fusion off (compile(..., fusion=False)): not merged"
 
 
 def schedule(graph: LoopGraph, fusion: bool = True) -> Schedule:
-    """Fused groups of `graph`'s loop nodes. `fusion=False`: one group per node; each candidate pair is
-    still evaluated and logged, legal or not, with FUSION_OFF before its reason, never taken."""
-    return _Scheduler(graph, fusion).run()
+    """Vertical and sibling fusion (this module), then horizontal fusion of what stays independent.
+    `fusion=False`: one group per node; each candidate pair is still evaluated and logged, legal or
+    not, with FUSION_OFF before its reason, never taken (and nothing is merged horizontally)."""
+    scheduled = _Scheduler(graph, fusion).run()
+    return fuse_horizontally(graph, scheduled, kernel_name) if fusion else scheduled
 
 
 class _Scheduler:
@@ -126,13 +129,21 @@ class _Scheduler:
             for reader in sorted(readers, key=self.order.get):
                 add(group_of[producer], group_of[reader])
         for reader_nodes in self.buffer_readers.values():
-            groups = list({id(group_of[n]): group_of[n] for n in reader_nodes}.values())
-            if len(groups) > SIBLING_LIMIT:
-                continue  # e.g. hundreds of slices of one tensor: not worth the pairwise search
-            groups.sort(key=lambda g: self.order[g.members[0]])
-            for i, a in enumerate(groups):
-                for b in groups[i + 1:]:
-                    if a.kind != "extern" and b.kind != "extern" and a.space == b.space:
+            by_space: dict[Space, list[_Group]] = {}
+            for g in {id(group_of[n]): group_of[n] for n in reader_nodes}.values():
+                if g.kind != "extern":
+                    by_space.setdefault(g.space, []).append(g)
+            for groups in by_space.values():
+                groups.sort(key=lambda g: self.order[g.members[0]])
+                if len(groups) <= SIBLING_LIMIT:
+                    for i, a in enumerate(groups):
+                        for b in groups[i + 1:]:
+                            add(a, b)
+                else:
+                    # Many readers (hundreds of slices of one tensor, a learning rate read by every
+                    # parameter's update): neighbours only, so each round builds a linear number of
+                    # plans; merged neighbours meet their next neighbours in the following rounds.
+                    for a, b in zip(groups, groups[1:]):
                         add(a, b)
         return pairs
 

@@ -177,6 +177,10 @@ class KernelPlan:
     outputs: tuple[tuple[str, torch.dtype], ...]  # (parameter, dtype) of each buffer written to memory
     origins: tuple[str, ...]
     arguments: tuple[str, ...] = ()  # the buffers passed for the parameters, inputs then outputs
+    # A horizontal kernel (schedule/horizontal.py): `steps` is empty and each segment is a pointwise plan
+    # of its own space, its parameters named as this kernel's. Both code generators print each segment
+    # as they print any pointwise plan, over its own share of the launch.
+    segments: tuple["KernelPlan", ...] = ()
 
     @property
     def is_reduction(self) -> bool:
@@ -194,12 +198,16 @@ class KernelPlan:
         """Whether some step divides integers (floordiv, truncdiv, remainder, fmod): such a kernel can meet a
         zero divisor, on which eager PyTorch on the CPU raises."""
         return any(isinstance(v, Op) and v.op in INTEGER_DIVISION_OPS and not v.dtype.is_floating_point
-                   for step in self.steps for v in walk(step.value))
+                   for step in self.all_steps() for v in walk(step.value))
 
     def reads_positions(self) -> bool:
         """Whether some load takes positions from an index tensor (gather, index, embedding): such a
         kernel can meet a position out of range, on which eager PyTorch raises."""
-        return any(isinstance(v, Load) and v.indirect for step in self.steps for v in walk(step.value))
+        return any(isinstance(v, Load) and v.indirect for step in self.all_steps() for v in walk(step.value))
+
+    def all_steps(self) -> tuple[Step, ...]:
+        """The steps of this plan, or of all its segments."""
+        return self.steps + tuple(s for seg in self.segments for s in seg.steps)
 
     def may_flag_errors(self) -> bool:
         """Whether a kernel can set the error flag the runtime turns into eager's exception."""
@@ -341,6 +349,45 @@ def _with_parameters(plan: KernelPlan) -> KernelPlan:
     return dataclasses.replace(plan, steps=steps, inputs=tuple((param[b], dt) for b, dt in inputs.items()),
                                outputs=tuple((param[b], dt) for b, dt in outputs.items()),
                                arguments=(*inputs, *outputs))
+
+
+def segmented_plan(name: str, segments: list[KernelPlan]) -> KernelPlan:
+    """One horizontal kernel from the pointwise plans of its segments: their parameters are renamed
+    to this kernel's (`in_ptr0`...), the buffers passed once each, inputs then outputs."""
+    if any(p.is_reduction or p.segments for p in segments):
+        raise PlanError("horizontal: only pointwise plans become segments of one kernel")
+    inputs: dict[str, torch.dtype] = {}
+    outputs: dict[str, torch.dtype] = {}
+    for plan in segments:
+        n_in = len(plan.inputs)
+        for (_, dt), buf in zip(plan.inputs, plan.arguments[:n_in]):
+            inputs.setdefault(buf, dt)
+        for (_, dt), buf in zip(plan.outputs, plan.arguments[n_in:]):
+            outputs.setdefault(buf, dt)
+    if set(inputs) & set(outputs):
+        raise PlanError("horizontal: a segment reads a buffer another segment writes")
+    param = {b: f"in_ptr{i}" for i, b in enumerate(inputs)}
+    param.update({b: f"out_ptr{i}" for i, b in enumerate(outputs)})
+    renamed = []
+    for plan in segments:
+        local = dict(zip([p for p, _ in plan.inputs + plan.outputs], plan.arguments))
+
+        def rename(v: Value, local: dict[str, str] = local) -> Value:
+            return dataclasses.replace(v, buffer=param[local[v.buffer]]) if isinstance(v, Load) else v
+
+        steps = tuple(dataclasses.replace(s, value=rebuild(s.value, rename),
+                                          store_buffer=param[local[s.store_buffer]] if s.store_buffer else None)
+                      for s in plan.steps)
+        renamed.append(dataclasses.replace(plan, name=f"{name}_segment{len(renamed)}", steps=steps,
+                                           inputs=tuple((param[local[p]], dt) for p, dt in plan.inputs),
+                                           outputs=tuple((param[local[p]], dt) for p, dt in plan.outputs),
+                                           arguments=tuple(param[local[p]] for p, _ in plan.inputs + plan.outputs)))
+    origins = tuple(dict.fromkeys(o for p in segments for o in p.origins))
+    total = sum(p.xnumel for p in segments)
+    return KernelPlan(name=name, space=Space((total,)), steps=(),
+                      inputs=tuple((param[b], dt) for b, dt in inputs.items()),
+                      outputs=tuple((param[b], dt) for b, dt in outputs.items()), origins=origins,
+                      arguments=(*inputs, *outputs), segments=tuple(renamed))
 
 
 def _masked_loads(value: Value, mask: Value) -> Value:

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
+from compiler_core.schedule.inplace import in_place_updates
 from compiler_core.schedule.kernel_plan import PlanError, can_write_over, group_plan
 
 # Extern ops whose result may be written into a storage we hand them: op -> its out= overload. Their
@@ -42,8 +43,13 @@ def takes_storage(node: LoopNode, buf: Buffer) -> bool:
             and buf.layout == Layout.contiguous(tuple(buf.layout.size)))
 
 
-def plan_memory(graph: LoopGraph, sched: Schedule, in_place: bool = True) -> MemoryPlan:
-    """`in_place=False` when something reads a kernel's inputs after it ran (the check mode)."""
+def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int], ...] = (),
+                write_over: bool = True) -> MemoryPlan:
+    """Live ranges, frees and reuse; `updates` (input index, output index) names the inputs the caller
+    overwrites with outputs afterwards: those outputs are written in place where it is safe.
+    `write_over=False` when something reads a kernel's inputs after it ran (the check mode)."""
+    inplace, refused = in_place_updates(graph, sched, updates)
+    in_place = dict(inplace)
     storage_of = graph.storage_of()
     buffers: dict[str, Buffer] = {b.name: b for b in graph.inputs}
     buffers.update({b.name: b for n in graph.nodes for b in (n.output, *n.extra_outputs)})
@@ -73,19 +79,19 @@ def plan_memory(graph: LoopGraph, sched: Schedule, in_place: bool = True) -> Mem
 
     pool: list[str] = []  # dead storages whose memory may be handed on
     reuse: list[tuple[str, str]] = []  # (new buffer, buffer whose storage it takes)
-    inplace: list[tuple[str, str]] = []  # (output, input storage it is written over in the same kernel)
+    written: list[tuple[str, str]] = []  # (output, dying storage it is written over in the same kernel)
     frees: list[tuple[int, tuple[str, ...]]] = []
-    released = _input_releases(graph, sched, step_of_node, pinned, storage_of)
+    released = _input_releases(graph, sched, step_of_node, pinned, storage_of, set(in_place.values()))
     for step, group in enumerate(sched.groups):
         dying = [s for s, d in death.items() if d == step and s not in pinned]
         # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
         whole = [s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern")]
-        over = _written_over(graph, group, whole, members, buffers, maker) if in_place else {}
+        over = _written_over(graph, group, whole, members, buffers, maker, set(in_place)) if write_over else {}
         for name in group.materialized:
-            if not takes_storage(maker[name], buffers[name]):
-                continue  # allocated by PyTorch inside the extern call
+            if name in in_place or not takes_storage(maker[name], buffers[name]):
+                continue  # lives in its input, or allocated by PyTorch inside the extern call
             if name in over:
-                inplace.append((name, over[name]))
+                written.append((name, over[name]))
                 continue
             donor = next((d for d in pool if _fits(buffers[d], buffers[name])), None)
             if donor is not None:
@@ -98,19 +104,21 @@ def plan_memory(graph: LoopGraph, sched: Schedule, in_place: bool = True) -> Mem
             pool.extend(s for s in whole if s not in taken)
     # "Unplanned": every storage allocated on its own and held until the program returns.
     unplanned = sum(buffers[s].nbytes for s in members if s in first)
-    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=tuple(inplace),
-                      peak_bytes_planned=_peak(members, first, death, reuse + inplace, buffers, end),
-                      peak_bytes_unplanned=unplanned)
+    allocated = {s: names for s, names in members.items() if s not in in_place}
+    return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=inplace,
+                      peak_bytes_planned=_peak(allocated, first, death, reuse + written, buffers, end),
+                      peak_bytes_unplanned=unplanned, inplace_refused=refused, written_over=tuple(written))
 
 
 def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, list[str]],
-                  buffers: dict[str, Buffer], maker: dict[str, LoopNode]) -> dict[str, str]:
-    """Outputs of `group` that its kernel may write over an input storage dying in it: output -> donor."""
-    if group.kind == "extern" or not dying:
+                  buffers: dict[str, Buffer], maker: dict[str, LoopNode], elsewhere: set[str]) -> dict[str, str]:
+    """Outputs of `group` that its kernel may write over an input storage dying in it: output -> donor.
+    `elsewhere`: outputs already placed (written into a graph input they update)."""
+    if group.kind == "extern" or group.segments or not dying:  # a horizontal kernel: segments are not one plan
         return {}
     read = {b for n in group.nodes for b in graph.node(n).input_buffers}
     candidates = [d for d in dying if d in read]
-    outputs = [n for n in group.materialized if takes_storage(maker[n], buffers[n])]
+    outputs = [n for n in group.materialized if takes_storage(maker[n], buffers[n]) and n not in elsewhere]
     if not candidates or not any(_fits(buffers[d], buffers[o]) for d in candidates for o in outputs):
         return {}
     try:
@@ -129,9 +137,10 @@ def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, 
 
 
 def _input_releases(graph: LoopGraph, sched: Schedule, step_of_node: dict[str, int], pinned: set[str],
-                    storage_of: dict[str, str]) -> dict[int, list[str]]:
+                    storage_of: dict[str, str], updated: set[str]) -> dict[int, list[str]]:
     """step -> graph inputs whose last reader is that step (the host program drops them after it).
-    Inputs in a storage a graph output lives in stay: the output is returned from them."""
+    Inputs in a storage a graph output lives in stay, as do inputs an output is written into
+    (`updated`): the output is returned from them."""
     last: dict[str, int] = {}
     inputs = {b.name for b in graph.inputs if b.kind == "input"}
     pinned_by_output = {storage_of[b] for b in graph.output_buffers()}
@@ -141,7 +150,7 @@ def _input_releases(graph: LoopGraph, sched: Schedule, step_of_node: dict[str, i
                 last[b] = max(last.get(b, -1), step_of_node[node.name])
     out: dict[int, list[str]] = {}
     for name, step in last.items():
-        if storage_of[name] not in pinned_by_output:
+        if storage_of[name] not in pinned_by_output and name not in updated:
             out.setdefault(step, []).append(name)
     return out
 

@@ -57,7 +57,7 @@ def memory_model(record: GraphRecord, title: str = "") -> Optional[MemoryModel]:
         return None
     loops, plan = record.loops, record.memory
     storage_of = loops.storage_of()
-    taken = {**dict(plan.reuse), **dict(plan.inplace)}  # new buffer -> dead buffer whose storage it takes
+    taken = {**dict(plan.reuse), **dict(plan.written_over)}  # new buffer -> dead buffer whose storage it takes
     producers = loops.producers()
     kinds = {b.name: b.kind for b in loops.inputs}
     kinds.update({b.name: b.kind for n in loops.nodes for b in (n.output, *n.extra_outputs)})

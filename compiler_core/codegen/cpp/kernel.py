@@ -162,13 +162,23 @@ def store_statement(step: Step, value_name: str) -> str:
     return f"{ref} = static_cast<{STORAGE_TYPE[step.store_dtype]}>({value_name});"
 
 
-def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
-    params = [f"const {STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.inputs]
-    params += [f"{STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.outputs]
+def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> KernelSource:
+    """`aliased`: parameters pointing at one storage (an output written into the input it replaces,
+    MemoryPlan.inplace): they lose `__restrict__`, and each element's stores come after its loads."""
+    def restrict(name: str) -> str:
+        return "" if name in aliased else "__restrict__ "
+
+    params = [f"const {STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.inputs]
+    params += [f"{STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.outputs]
     params.append("int nthreads")
     lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}",
              f'extern "C" void {plan.name}({", ".join(params)}) {{']
-    body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
+    if aliased and plan.is_reduction:
+        raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
+    if plan.segments:
+        body = _segmented_body(plan, stores_last=bool(aliased))
+    else:
+        body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan, stores_last=bool(aliased))
     lines += ["    " + ln for ln in body]
     lines.append("}")
     signature = plan.arguments
@@ -178,7 +188,21 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
-                        checks_int_div=plan.may_flag_errors(), line_origins=line_origins)
+                        checks_int_div=plan.may_flag_errors(), line_origins=line_origins,
+                        segments=tuple(seg.xnumel for seg in plan.segments))
+
+
+def _segmented_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
+    """A horizontal kernel: each segment's loop nest in turn, each in its own block (its temporaries
+    are its own) and with its own parallel loop, as that segment would run alone: one call from the
+    host instead of one per segment."""
+    out = []
+    for seg in plan.segments:
+        out += [f"// segment {seg.name.rsplit('_segment', 1)[-1]}: {seg.xnumel} elements, "
+                f"source ops {', '.join(seg.origins)}", "{"]
+        out += ["    " + ln for ln in _pointwise_body(seg, stores_last)]
+        out.append("}")
+    return out
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:
@@ -193,12 +217,20 @@ def _parallel_pragma(collapse: int) -> str:
 POINTWISE_CHUNK = 4096  # elements per parallel work item of a 1-D pointwise kernel
 
 
-def _pointwise_body(plan: KernelPlan) -> list[str]:
+def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
+    """`stores_last`: every load of an element before any store of it (a kernel writing in place).
+    Steps never read what their kernel stores (in-kernel producers are inlined), so moving the
+    stores to the end of the iteration changes no value."""
     names = [f"x{i}" for i in range(len(plan.space.x))]
     printer = CppPrinter()
+    stores = []
     for step in plan.steps:
         printer.origins = step.origins
-        printer.lines.append(printer.mark(store_statement(step, printer.emit(step.value))))
+        stores.append(printer.mark(store_statement(step, printer.emit(step.value))))
+        if not stores_last:
+            printer.lines += stores
+            stores = []
+    printer.lines += stores
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
     parallel = plan.xnumel >= PARALLEL_MIN_ELEMENTS

@@ -411,7 +411,10 @@ def _next_pow2(n: int) -> int:
 def choose_config(plan: KernelPlan, interpret: bool) -> dict:
     """Launch configuration by heuristic; the interpreter prefers few, large programs."""
     if not plan.is_reduction:
-        block = _next_pow2(min(plan.xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(plan.xnumel))
+        # A horizontal kernel: blocks sized for its largest segment (the interpreter then runs one
+        # program per segment; a GPU as many as for that segment alone).
+        xnumel = max((seg.xnumel for seg in plan.segments), default=plan.xnumel)
+        block = _next_pow2(min(xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(xnumel))
         return {"XBLOCK": max(block, 1), "num_warps": 4 if block >= 512 else 1}
     rblock = _next_pow2(plan.rnumel)
     if rblock > PERSISTENT_MAX_RBLOCK:
@@ -448,18 +451,59 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
     return tuple(unique)
 
 
-def launch_grid(xnumel: int, config: dict) -> str:
+def launch_grid(xnumel: int, config: dict, segments: tuple[int, ...] = ()) -> str:
+    """The grid as text; a horizontal kernel's covers each segment in turn (`_segmented_kernel`)."""
+    if segments:
+        return f"({sum(max(-(-n // config['XBLOCK']), 1) for n in segments)},)"
     return f"({max(-(-xnumel // config['XBLOCK']), 1)},)"
 
 
-def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
+def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = False) -> list[str]:
+    """Each program runs the one segment its program id falls in, as an ordinary pointwise kernel
+    over that segment's elements. A segment of n elements takes cdiv(n, XBLOCK) programs (one if
+    empty, as launch_grid counts them); the bounds are expressions of XBLOCK, so the source does not
+    change with the block size the runtime picks. Separate `if`s, no `elif`: Triton merges names an
+    if/else defines on both sides and demands equal types."""
+    lines = ["    pid = tl.program_id(0)"]
+    previous = ""
+    for k, seg in enumerate(plan.segments):
+        count = f"({seg.xnumel} + XBLOCK - 1) // XBLOCK" if seg.xnumel > 1 else "1"
+        lines.append(f"    seg{k}_end = {previous + ' + ' if previous else ''}{count}")
+        previous = f"seg{k}_end"
+    for k, seg in enumerate(plan.segments):
+        condition = f"pid < seg{k}_end" if k == 0 else f"(pid >= seg{k - 1}_end) & (pid < seg{k}_end)"
+        offset = "pid" if k == 0 else f"(pid - seg{k - 1}_end)"
+        lines += [f"    # segment {k}: {seg.xnumel} elements, source ops {', '.join(seg.origins)}",
+                  f"    if {condition}:",
+                  f"        xnumel = {seg.xnumel}",
+                  f"        xindex = {offset} * XBLOCK + tl.arange(0, XBLOCK)",
+                  "        xmask = xindex < xnumel"]
+        lines += ["        " + ln for ln in _pointwise_body(_flat_steps(seg), interpret, stores_last)]
+    return lines
+
+
+def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: frozenset[str] = frozenset()
+                           ) -> KernelSource:
+    """`aliased`: parameters pointing at one storage (MemoryPlan.inplace): each program then loads
+    all it reads before it stores, so an element's old value is read before it is overwritten."""
     configs = candidate_configs(plan, interpret)
     config = configs[0]
     persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
-             f"    # source ops: {', '.join(plan.origins)}", f"    xnumel = {plan.xnumel}"]
+             f"    # source ops: {', '.join(plan.origins)}"]
+    if aliased and plan.is_reduction:
+        raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
+    if plan.segments:
+        lines += _segmented_kernel(plan, interpret, stores_last=bool(aliased))
+        source, line_origins = split_origins(lines)
+        return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
+                            grid=launch_grid(plan.xnumel, config, _numels(plan)), config_space=configs,
+                            origins=plan.origins, xnumel=plan.xnumel, kind="pointwise",
+                            checks_int_div=interpret and plan.may_flag_errors(), segments=_numels(plan),
+                            line_origins=line_origins)
+    lines.append(f"    xnumel = {plan.xnumel}")
     steps = _flat_steps(plan)
     if plan.is_reduction:
         lines += [f"    rnumel = {plan.rnumel}",
@@ -469,13 +513,17 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSo
     else:
         lines += ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
                   "    xmask = xindex < xnumel"]
-        body = _pointwise_body(steps, interpret)
+        body = _pointwise_body(steps, interpret, stores_last=bool(aliased))
     lines += ["    " + ln for ln in body]
     source, line_origins = split_origins(lines)
     return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
                         checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins)
+
+
+def _numels(plan: KernelPlan) -> tuple[int, ...]:
+    return tuple(seg.xnumel for seg in plan.segments)
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
@@ -506,12 +554,17 @@ def _depends_on_position(value: Value) -> bool:
     return any(isinstance(v, (Load, IndexValue, ReductionResult)) for v in walk(value))
 
 
-def _pointwise_body(steps: list[Step], interpret: bool) -> list[str]:
+def _pointwise_body(steps: list[Step], interpret: bool, stores_last: bool = False) -> list[str]:
+    """`stores_last`: all loads before the first store (steps never read what their kernel stores)."""
     printer = TritonPrinter("xmask", interpret)
+    stores = []
     for s in steps:
         printer.origins = s.origins
-        printer.lines.append(printer.mark(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]")))
-    return printer.lines
+        stores.append(printer.mark(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]")))
+        if not stores_last:
+            printer.lines += stores
+            stores = []
+    return printer.lines + stores
 
 
 _INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")'}
