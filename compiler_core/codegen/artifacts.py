@@ -3,6 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass(frozen=True)
+class SplitLaunch:
+    """A reduction split across programs (schedule/plan_passes.py): the kernel `partials`, launched on a
+    grid (rows, programs), writes one partial per row and program into each workspace; then the kernel
+    itself, one program per row, reduces the partials in a fixed order and stores the row's results.
+    Both get the kernel's parameters followed by the workspaces."""
+
+    partials: str  # the first kernel's name
+    programs: int  # programs per row
+    workspaces: tuple[tuple[int, torch.dtype], ...]  # (elements, dtype) of each partials buffer
+    finish_config: dict  # launch config of the second kernel
 
 
 @dataclass(frozen=True)
@@ -19,6 +35,13 @@ class KernelSource:
     # Divides integers and flags a zero divisor for the runtime to raise as eager does (only these
     # kernels' graphs pay for reading the flag after each call).
     checks_int_div: bool = False
+    index_dtype: str = "int32"  # the kernel's index arithmetic (schedule/plan_passes.choose_index_width)
+    split: Optional[SplitLaunch] = None  # a reduction split across programs: two kernels, one launch each
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        """The callable kernels this source defines (a split reduction has two)."""
+        return (self.name,) if self.split is None else (self.split.partials, self.name)
 
     def pretty(self) -> str:
         return self.source

@@ -28,6 +28,7 @@ from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import KernelPlan, Space, build_kernel_plan
 from compiler_core.schedule.memory import OUT_VARIANTS
+from compiler_core.schedule.plan_passes import choose_index_width, choose_reduction_split
 
 
 def is_dead(group: FusionGroup) -> bool:
@@ -36,21 +37,25 @@ def is_dead(group: FusionGroup) -> bool:
     return group.kind != "extern" and not group.materialized
 
 
-def kernel_plans(graph: LoopGraph, sched: Schedule) -> list[KernelPlan]:
+def kernel_plans(graph: LoopGraph, sched: Schedule, backend: str = "cpp") -> list[KernelPlan]:
+    """Each group's KernelPlan, after the plan passes: the index width on both backends; the split of
+    reductions with few, long rows on Triton only (the C++ backend runs a row on one thread anyway)."""
     plans = []
     for group in sched.groups:
         if group.kind == "extern" or is_dead(group):
             continue
         reduction = next((graph.node(n) for n in group.nodes if graph.node(n).kind == "reduction"), None)
         space = Space.of(reduction) if reduction is not None else Space(group.x_ranges)
-        plans.append(build_kernel_plan(graph, group.name, list(group.nodes), set(group.materialized), space))
+        plan = choose_index_width(build_kernel_plan(graph, group.name, list(group.nodes), set(group.materialized),
+                                                    space))
+        plans.append(choose_reduction_split(plan) if backend == "triton" else plan)
     return plans
 
 
 def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
-    plans = {p.name: p for p in kernel_plans(graph, sched)}
+    plans = {p.name: p for p in kernel_plans(graph, sched, backend)}
     if backend == "cpp":
         generate = generate_cpp_kernel
     else:
@@ -227,7 +232,7 @@ class _Printer:
             return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
                     f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
         if isinstance(s, Launch):
-            return [self.launch(s.kernel, s.config)]
+            return self.launch(s.kernel, s.config)
         if isinstance(s, CallExtern):
             return self.extern(s)
         if isinstance(s, CheckFresh):
@@ -243,13 +248,25 @@ class _Printer:
             return [f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]
         raise TypeError(f"unknown host statement {s!r}")
 
-    def launch(self, kernel: KernelSource, config: dict) -> str:
+    def launch(self, kernel: KernelSource, config: dict) -> list[str]:
         if self.backend == "cpp":
             ptrs = ", ".join(f"{local(a)}.data_ptr()" for a in kernel.signature)
-            return f"k.{kernel.name}({ptrs}, NTHREADS)"
+            return [f"k.{kernel.name}({ptrs}, NTHREADS)"]
         meta = ", ".join(f"{key}={v}" for key, v in config.items())
         args = ", ".join(local(a) for a in kernel.signature)
-        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"
+        if kernel.split is None:
+            return [f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"]
+        # A split reduction: partials into workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and
+        # no buffer's local starts with `w_`), then the kernel reducing them; the workspaces die at once.
+        split = kernel.split
+        spaces = [f"w_{kernel.name}_{i}" for i in range(len(split.workspaces))]
+        lines = [f"{w} = torch.empty(({n},), dtype={dt}, device=DEVICE)  # partials of {kernel.name}"
+                 for w, (n, dt) in zip(spaces, split.workspaces)]
+        finish = ", ".join(f"{key}={v}" for key, v in split.finish_config.items())
+        lines += [f"k.{split.partials}[({kernel.xnumel}, {split.programs})]({args}, {', '.join(spaces)}, {meta})",
+                  f"k.{kernel.name}[({kernel.xnumel},)]({args}, {', '.join(spaces)}, {finish})",
+                  f"del {', '.join(spaces)}"]
+        return lines
 
     def extern(self, s: CallExtern) -> list[str]:
         args = ", ".join(self.arg(a) for a in s.args)

@@ -165,7 +165,11 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
     params = [f"const {STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.inputs]
     params += [f"{STORAGE_TYPE[dt]}* __restrict__ {name}" for name, dt in plan.outputs]
     params.append("int nthreads")
-    lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}",
+    # Loop counters and offsets are int64_t in every kernel (a 64-bit CPU addresses in 64 bits: no cost),
+    # so the plan's index decision changes no code here; the note says what the plan found.
+    notes = [f"// {note}" + ("; int64_t loop counters as in every C++ kernel" if note.startswith("index:") else "")
+             for note in plan.notes]
+    lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}", *notes,
              f'extern "C" void {plan.name}({", ".join(params)}) {{']
     body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan)
     lines += ["    " + ln for ln in body]
@@ -176,7 +180,7 @@ def generate_cpp_kernel(plan: KernelPlan) -> KernelSource:
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
-                        checks_int_div=plan.may_flag_errors())
+                        checks_int_div=plan.may_flag_errors(), index_dtype="int64")
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:

@@ -15,7 +15,7 @@ import math
 
 import torch
 
-from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.artifacts import KernelSource, SplitLaunch
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.ir.index import Index, floordiv, mod
 from compiler_core.ir.values import (
@@ -451,28 +451,41 @@ def launch_grid(xnumel: int, config: dict) -> str:
 
 
 def generate_triton_kernel(plan: KernelPlan, interpret: bool = True) -> KernelSource:
+    if plan.split > 1:
+        return _split_reduction_kernels(plan, interpret)
     configs = candidate_configs(plan, interpret)
     config = configs[0]
     persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
-    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
-             f"    # source ops: {', '.join(plan.origins)}", f"    xnumel = {plan.xnumel}"]
+    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan),
+             f"    xnumel = {plan.xnumel}"]
     steps = _flat_steps(plan)
     if plan.is_reduction:
         lines += [f"    rnumel = {plan.rnumel}",
-                  "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                  f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                   "    xmask = xindex < xnumel"]
         body = _reduction_body(plan, steps, persistent, interpret)
     else:
-        lines += ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
+        lines += [f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)",
                   "    xmask = xindex < xnumel"]
         body = _pointwise_body(steps, interpret)
     lines += ["    " + ln for ln in body]
     return KernelSource(name=plan.name, backend="triton", source="\n".join(lines), signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
-                        checks_int_div=interpret and plan.may_flag_errors())
+                        checks_int_div=interpret and plan.may_flag_errors(), index_dtype=plan.index_dtype)
+
+
+def _header(plan: KernelPlan) -> list[str]:
+    return [f"    # source ops: {', '.join(plan.origins)}"] + [f"    # {note}" for note in plan.notes]
+
+
+def _program_id(plan: KernelPlan, axis: int) -> str:
+    """The program id in the kernel's index type: everything computed from it (xindex, rindex, every
+    offset) is then int64 too when the plan says int64, so no product wraps at 2**31."""
+    pid = f"tl.program_id({axis})"
+    return f"{pid}.to(tl.int64)" if plan.index_dtype == "int64" else pid
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
@@ -570,33 +583,121 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             row.counter = max(row.counter, scope.counter)
             continue
         reductions = [s for s in group if s.reduction_type]
-        for s in reductions:
-            init = _init_value(s.reduction_type, s.value.dtype)
-            row.lines.append(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, {register_dtype(s.value.dtype)})")
-        inner = row.child()
-        inner.mask = full_mask
-        inner.lines += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
-        for s in group:
-            name = inner.emit(s.value)
-            if s.reduction_type:
-                acc = f"acc_{s.node}"
-                init = _init_value(s.reduction_type, s.value.dtype)
-                v = f"tl.where({full_mask}, {name}, {init})"
-                combine = {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}",
-                           "amax": f"tl.maximum({acc}, {v}{_nan_arg(s)})",
-                           "amin": f"tl.minimum({acc}, {v}{_nan_arg(s)})"}[s.reduction_type]
-                inner.lines.append(f"{acc} = {combine}")
-            else:
-                inner.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
-        row.sync_counter(inner)
-        row.lines.append("for roffset in range(0, rnumel, RBLOCK):")
-        row.lines += ["    " + ln for ln in inner.lines]
+        _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", "roffset + tl.arange(0, RBLOCK)[None, :]")
         for s in reductions:
             row.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
             row.lines.append(f"red_{s.node} = _red")
             if s.store_buffer:
                 row.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
     return row.lines
+
+
+def _accumulate(row: TritonPrinter, group: list[Step], full_mask: str, loop: str, rindex: str) -> None:
+    """One pass over the row in RBLOCK pieces: each reduction of `group` into its [XBLOCK, RBLOCK]
+    accumulator `acc_<node>`, each other step stored."""
+    reductions = [s for s in group if s.reduction_type]
+    for s in reductions:
+        init = _init_value(s.reduction_type, s.value.dtype)
+        row.lines.append(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, {register_dtype(s.value.dtype)})")
+    inner = row.child()
+    inner.mask = full_mask
+    inner.lines += [f"rindex = {rindex}", "rmask = rindex < rnumel"]
+    for s in group:
+        name = inner.emit(s.value)
+        if s.reduction_type:
+            acc = f"acc_{s.node}"
+            init = _init_value(s.reduction_type, s.value.dtype)
+            v = f"tl.where({full_mask}, {name}, {init})"
+            inner.lines.append(f"{acc} = {_combine(s, acc, v)}")
+        else:
+            inner.lines.append(_store(s, name, full_mask, "[XBLOCK, RBLOCK]"))
+    row.sync_counter(inner)
+    row.lines.append(f"for roffset in {loop}:")
+    row.lines += ["    " + ln for ln in inner.lines]
+
+
+def _combine(step: Step, acc: str, value: str) -> str:
+    return {"sum": f"{acc} + {value}", "prod": f"{acc} * {value}",
+            "amax": f"tl.maximum({acc}, {value}{_nan_arg(step)})",
+            "amin": f"tl.minimum({acc}, {value}{_nan_arg(step)})"}[step.reduction_type]
+
+
+# The split reduction's first kernel: elements per loop step, and warps (16 fp32 per thread in flight).
+SPLIT_RBLOCK = 4096
+SPLIT_NUM_WARPS = 8
+
+
+def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
+    """A reduction split across `plan.split` programs per row (schedule/plan_passes.py): two kernels.
+
+    `<name>_partials`, grid (rows, programs): program (x, p) reduces elements [p*CHUNK, (p+1)*CHUNK) of
+    row x and stores its partial at workspace[x * programs + p].  `<name>`, one program per row,
+    reduces the row's partials in a fixed order (the same result on every run, unlike atomics) and runs
+    the row's remaining steps (mean's scaling, stores).  NaN propagates through both, as in eager."""
+    steps = _flat_steps(plan)
+    by_node = {s.node: s for s in steps}
+    phases = plan.phases()
+    loop = [by_node[s.node] for s in phases[0][1]]
+    rows = [by_node[group[0].node] for _, group in phases[1:]]
+    programs = plan.split
+    per_program = -(-plan.rnumel // programs)
+    rblock = min(SPLIT_RBLOCK, _next_pow2(per_program))
+    chunk = -(-per_program // rblock) * rblock  # a multiple of RBLOCK: chunks never overlap
+    workspaces = tuple((f"ws_ptr{i}", s) for i, s in enumerate(loop))
+    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + [w for w, _ in workspaces]
+
+    first = TritonPrinter("xmask", interpret)
+    _accumulate(first, loop, "xmask & rmask", f"range(0, {chunk}, RBLOCK)",
+                "rstart + roffset + tl.arange(0, RBLOCK)[None, :]")
+    for (ws, s) in workspaces:
+        first.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
+        first.lines.append(f"tl.store({ws} + xindex * {programs} + tl.program_id(1), _red, xmask)")
+    partials = [
+        "@triton.jit", f"def {plan.name}_partials({', '.join(args)}, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
+        *_header(plan),
+        f"    # first of two kernels: program (x, p) reduces elements [p*{chunk}, (p+1)*{chunk}) of row x",
+        f"    xnumel = {plan.xnumel}", f"    rnumel = {plan.rnumel}",
+        f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+        "    xmask = xindex < xnumel",
+        f"    rstart = {_program_id(plan, 1)} * {chunk}",
+    ] + ["    " + ln for ln in first.lines]
+
+    second = TritonPrinter("xmask", interpret)
+    for ws, s in workspaces:
+        init = _init_value(s.reduction_type, s.value.dtype)
+        second.lines.append(f"_part = tl.load({ws} + xindex * {programs} + sindex, xmask & smask, other={init})")
+        second.lines += _finish_reduction(s.reduction_type, "_part", s.value.dtype)
+        second.lines.append(f"red_{s.node} = _red")
+        if s.store_buffer:
+            second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+    for s in rows:
+        second.lines.append(_store(s, second.emit(s.value), "xmask", "[XBLOCK, 1]"))
+    finish = [
+        "@triton.jit", f"def {plan.name}({', '.join(args)}, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):",
+        f"    # second of two kernels: reduces the {programs} partials of each row of {plan.name}_partials",
+        f"    xnumel = {plan.xnumel}",
+        f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+        "    xmask = xindex < xnumel",
+        "    sindex = tl.arange(0, SBLOCK)[None, :]",
+        f"    smask = sindex < {programs}",
+    ] + ["    " + ln for ln in second.lines]
+
+    config = {"XBLOCK": 1, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
+    finish_config = {"XBLOCK": 1, "SBLOCK": _next_pow2(programs), "num_warps": 4}
+    split = SplitLaunch(partials=f"{plan.name}_partials", programs=programs,
+                        workspaces=tuple((plan.xnumel * programs, _workspace_dtype(s.value.dtype))
+                                         for _, s in workspaces),
+                        finish_config=finish_config)
+    return KernelSource(name=plan.name, backend="triton", source="\n".join(partials + ["", ""] + finish),
+                        signature=plan.arguments, grid=f"({plan.xnumel}, {programs}) then ({plan.xnumel},)",
+                        config_space=(config,), origins=plan.origins, xnumel=plan.xnumel, kind="reduction",
+                        checks_int_div=interpret and plan.may_flag_errors(), index_dtype=plan.index_dtype,
+                        split=split)
+
+
+def _workspace_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Partials are kept in the accumulator's register type: fp32 for bf16/fp16 values."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
 def _nan_arg(step: Step) -> str:
