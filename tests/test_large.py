@@ -74,7 +74,7 @@ def test_a_big_reduction_is_split_and_indexes_in_int64():
     assert "rstart = tl.program_id(1).to(tl.int64) *" in t.source
     # the host program allocates the partials, launches both kernels, and drops the partials
     launches = [ln.strip() for ln in wrapper.source.splitlines() if ln.strip().startswith("k.")]
-    assert [ln.split("[")[0] for ln in launches] == [f"k.{t.name}_partials", f"k.{t.name}"]
+    assert [ln.split("[")[0] for ln in launches] == [f"k.{t.name}_partials", f"k.{t.name}_finish"]
     assert f"del w_{t.name}_0" in wrapper.source
     cpp, _ = _generated(lambda x: x.float().sum(), ((BIG,), torch.bfloat16), backend="cpp")
     assert cpp[0].split is None and "// index: int64" in cpp[0].source
@@ -123,6 +123,13 @@ SPLIT_CASES = {
     "mean_rows_keepdim": lambda x: x.view(3, -1).mean(1, keepdim=True),
     "prod": lambda x: (1 + x * 1e-3).prod(),
     "sum_and_max": lambda x: (x.sum(), x.max(), (x * x).mean()),
+    # two or three passes over the row: a later pass reads what the earlier ones reduced
+    "var": lambda x: x.var(),
+    "std_rows": lambda x: x.view(3, -1).std(1, correction=0),
+    "normalized": lambda x: (x - x.mean()) / x.std(),
+    "softmax_flat": lambda x: torch.softmax(x, 0),
+    # the pass stores elements as well as reducing them
+    "stored_and_summed": lambda x: (x * 2, (x * 2).sum()),
 }
 
 
@@ -165,7 +172,8 @@ def test_split_integer_sum_and_max_are_exact(small_split):
     x = torch.randint(-2**30, 2**30, (6000,), dtype=torch.int32)
 
     def fn(x):
-        return x.sum(), x.max(), x.min()  # the sum passes int32: eager sums int32 into int64
+        # the sum passes int32: eager sums int32 into int64; int16 reduces in int16
+        return x.sum(), x.max(), x.min(), x.to(torch.int16).amax()
 
     actual, kernels = _run_split(fn, x)
     assert any(k.split is not None for k in kernels)
@@ -173,12 +181,21 @@ def test_split_integer_sum_and_max_are_exact(small_split):
         assert a.dtype == e.dtype and torch.equal(a, e)
 
 
-def test_var_is_not_split_and_says_why(small_split):
+def test_a_second_pass_reads_the_first_passes_results(small_split):
+    # var: pass 1 sums, its finishing kernel keeps the sum for pass 2 (squares around the mean)
     x = torch.randn(6000) + 3
-    actual, kernels = _run_split(lambda x: x.var(), x)
-    assert all(k.split is None for k in kernels)
-    assert any("reduction not split: a second pass over the row" in k.source for k in kernels)
+    actual, (kernel,) = _run_split(lambda x: x.var(), x)
+    assert [kind for _, kind in kernel.split.stages] == ["chunks", "rows", "chunks", "rows"]
+    assert "2 passes over the row" in kernel.source
     torch.testing.assert_close(actual, x.var())
+
+
+def test_a_reduction_that_cannot_be_split_says_why(small_split):
+    x = torch.randn(6000)
+    actual, (kernel,) = _run_split(lambda x: (x > 1).amax(), x)
+    assert kernel.split is None
+    assert "reduction not split: " in kernel.source and "torch.bool values" in kernel.source, kernel.source
+    assert torch.equal(actual, (x > 1).amax())
 
 
 def test_split_reductions_are_deterministic(small_split):

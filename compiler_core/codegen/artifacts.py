@@ -10,15 +10,14 @@ import torch
 
 @dataclass(frozen=True)
 class SplitLaunch:
-    """A reduction split across programs (schedule/plan_passes.py): the kernel `partials`, launched on a
-    grid (rows, programs), writes one partial per row and program into each workspace; then the kernel
-    itself, one program per row, reduces the partials in a fixed order and stores the row's results.
-    Both get the kernel's parameters followed by the workspaces."""
+    """A reduction split across programs (schedule/plan_passes.py), launched as `stages` in order:
+    "chunks" kernels on a grid (rows, programs) write partials, "rows" kernels (one program per row)
+    reduce them.  Every stage gets the kernel's parameters followed by the workspaces."""
 
-    partials: str  # the first kernel's name
     programs: int  # programs per row
-    workspaces: tuple[tuple[int, torch.dtype], ...]  # (elements, dtype) of each partials buffer
-    finish_config: dict  # launch config of the second kernel
+    stages: tuple[tuple[str, str], ...]  # (kernel function, "chunks" | "rows"), in launch order
+    workspaces: tuple[tuple[int, torch.dtype], ...]  # (elements, dtype): partials, then results kept for a later pass
+    row_config: dict  # launch config of the "rows" kernels ("chunks" kernels use the kernel's config)
 
 
 @dataclass(frozen=True)
@@ -41,7 +40,7 @@ class KernelSource:
     @property
     def function_names(self) -> tuple[str, ...]:
         """The callable kernels this source defines (a split reduction has two)."""
-        return (self.name,) if self.split is None else (self.split.partials, self.name)
+        return (self.name,) if self.split is None else tuple(name for name, _ in self.split.stages)
 
     def pretty(self) -> str:
         return self.source

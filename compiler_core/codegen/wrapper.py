@@ -256,16 +256,18 @@ class _Printer:
         args = ", ".join(local(a) for a in kernel.signature)
         if kernel.split is None:
             return [f"k.{kernel.name}[{launch_grid(kernel.xnumel, config)}]({args}, {meta})"]
-        # A split reduction: partials into workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and
-        # no buffer's local starts with `w_`), then the kernel reducing them; the workspaces die at once.
+        # A split reduction: workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and no buffer's
+        # local starts with `w_`), its kernels in order, then the workspaces die.
         split = kernel.split
         spaces = [f"w_{kernel.name}_{i}" for i in range(len(split.workspaces))]
-        lines = [f"{w} = torch.empty(({n},), dtype={dt}, device=DEVICE)  # partials of {kernel.name}"
+        lines = [f"{w} = torch.empty(({n},), dtype={dt}, device=DEVICE)  # workspace of {kernel.name}"
                  for w, (n, dt) in zip(spaces, split.workspaces)]
-        finish = ", ".join(f"{key}={v}" for key, v in split.finish_config.items())
-        lines += [f"k.{split.partials}[({kernel.xnumel}, {split.programs})]({args}, {', '.join(spaces)}, {meta})",
-                  f"k.{kernel.name}[({kernel.xnumel},)]({args}, {', '.join(spaces)}, {finish})",
-                  f"del {', '.join(spaces)}"]
+        rows_meta = ", ".join(f"{key}={v}" for key, v in split.row_config.items())
+        for function, kind in split.stages:
+            grid, launch_meta = ((kernel.xnumel, split.programs), meta) if kind == "chunks" else \
+                ((kernel.xnumel,), rows_meta)
+            lines.append(f"k.{function}[{grid}]({args}, {', '.join(spaces)}, {launch_meta})")
+        lines.append(f"del {', '.join(spaces)}")
         return lines
 
     def extern(self, s: CallExtern) -> list[str]:

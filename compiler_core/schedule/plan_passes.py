@@ -6,7 +6,7 @@ Each pass takes a plan and returns a new one with its decision set and the reaso
     choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
                             kernel can pass 2**31 - 1
     choose_reduction_split  a reduction with few rows and long rows is split across many programs per
-                            row (Triton): partials first, then a second small kernel reduces them
+                            row (Triton): each pass over the row leaves partials, a small kernel reduces them
 
     plan = choose_reduction_split(choose_index_width(plan))
     plan.notes   # ('index: int64 (largest offset 4.3e9 > 2**31-1)', 'reduction split: 1024 programs per row...')
@@ -96,10 +96,10 @@ def _magnitude(index: Index, ranges: dict[str, int]) -> int:
 
 # ---- reduction split ----------------------------------------------------------------------------
 def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
-    """Split a reduction with few, long rows (x.sum(), x.abs().max(), a mean over a big tensor) across
-    many programs per row: each reduces a chunk to a partial, a second kernel reduces the partials in a
-    fixed order (deterministic, unlike atomics). Only for plans whose reductions all finish in one pass
-    over the row: a second pass (var's sum of squares around the mean) needs every partial first."""
+    """Split a reduction with few, long rows (x.sum(), x.abs().max(), x.var(), x - x.mean() over a big
+    tensor) across many programs per row: each pass over the row runs on chunks and leaves partials, a
+    second kernel reduces them in a fixed order (deterministic, unlike atomics). A plan that passes over
+    the row twice (var: the sum, then the squares around the mean) becomes two such pairs."""
     if not plan.is_reduction:
         return plan
     refusal = split_refusal(plan)
@@ -108,8 +108,11 @@ def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
             return dataclasses.replace(plan, notes=plan.notes + (f"reduction not split: {refusal}",))
         return plan
     split = max(2, min(ceil(plan.rnumel / SPLIT_MIN_CHUNK), SPLIT_TARGET_PROGRAMS // plan.xnumel))
+    passes = sum(1 for kind, _ in plan.phases() if kind == "loop")
+    how = ("one pass over the row, then a kernel reducing its partials" if passes == 1 else
+           f"{passes} passes over the row, each followed by a kernel reducing its partials")
     note = (f"reduction split: {split} programs per row ({plan.xnumel} row{'s' if plan.xnumel > 1 else ''} of "
-            f"{plan.rnumel} elements), then a second kernel reduces the partials")
+            f"{plan.rnumel} elements); {how}")
     return dataclasses.replace(plan, split=split, notes=plan.notes + (note,))
 
 
@@ -120,16 +123,15 @@ def split_refusal(plan: KernelPlan) -> str | None:
     if plan.rnumel < SPLIT_MIN_ELEMENTS:
         return f"rows of {plan.rnumel} elements are short"
     phases = plan.phases()
-    if phases[0][0] != "loop" or any(kind == "loop" for kind, _ in phases[1:]):
-        return "a second pass over the row needs the first pass's result (var, softmax)"
-    for step in phases[0][1]:
-        if step.reduction_type is None:
-            return f"{step.node} stores elements of the row, not only a reduction"
-        if step.reduction_type not in SPLITTABLE_REDUCTIONS:
-            return f"{step.node} is a {step.reduction_type} reduction"
-        if not (step.value.dtype.is_floating_point or step.value.dtype in _INTEGER_ACCUMULATORS):
-            return f"{step.node} reduces {step.value.dtype} values"
+    if phases[0][0] != "loop":
+        return "a step runs once per row before the first pass over it"
+    for kind, steps in phases:
+        for step in steps:
+            if kind != "loop" or step.reduction_type is None:
+                continue
+            if step.reduction_type not in SPLITTABLE_REDUCTIONS:
+                return f"{step.node} is a {step.reduction_type} reduction"
+            if step.value.dtype == torch.bool:  # any()/all(): partials of bool are not worth a check of their own
+                return f"{step.node} reduces {step.value.dtype} values"
     return None
 
-
-_INTEGER_ACCUMULATORS = (torch.int64, torch.int32)

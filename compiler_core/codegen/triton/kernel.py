@@ -530,6 +530,8 @@ _INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")
 def _init_value(kind: str, dtype: torch.dtype) -> str:
     if dtype.is_floating_point or kind in ("sum", "prod"):
         return _INIT[kind]
+    if dtype == torch.bool:  # any() / all() as amax / amin: torch.iinfo has no bool
+        return "0" if kind == "amax" else "1"
     info = torch.iinfo(dtype)
     return str(info.min if kind == "amax" else info.max)
 
@@ -628,71 +630,115 @@ SPLIT_NUM_WARPS = 8
 
 
 def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
-    """A reduction split across `plan.split` programs per row (schedule/plan_passes.py): two kernels.
+    """A reduction split across `plan.split` programs per row (schedule/plan_passes.py).
 
-    `<name>_partials`, grid (rows, programs): program (x, p) reduces elements [p*CHUNK, (p+1)*CHUNK) of
-    row x and stores its partial at workspace[x * programs + p].  `<name>`, one program per row,
-    reduces the row's partials in a fixed order (the same result on every run, unlike atomics) and runs
-    the row's remaining steps (mean's scaling, stores).  NaN propagates through both, as in eager."""
+    Each pass over the row (the plan's loop phases: one for a sum, two for var, three for a softmax over
+    a whole tensor) becomes two kernels.  `<name>_partials`, on a grid (rows, programs): program (x, p)
+    runs the pass over elements [p*CHUNK, (p+1)*CHUNK) of row x, storing the elements it writes and one
+    partial per reduction at partials[x * programs + p].  `<name>_finish`, one program per row, reduces
+    the row's partials in a fixed order (the same result on every run, unlike atomics), keeps in a
+    results workspace what a later pass reads (var's mean), and runs the row's steps that follow the pass
+    (mean's scaling, stores).  NaN propagates through both, as in eager."""
     steps = _flat_steps(plan)
     by_node = {s.node: s for s in steps}
-    phases = plan.phases()
-    loop = [by_node[s.node] for s in phases[0][1]]
-    rows = [by_node[group[0].node] for _, group in phases[1:]]
+    passes: list[tuple[list[Step], list[Step]]] = []  # (the pass's steps, the row steps after it)
+    for kind, group in plan.phases():
+        if kind == "loop":
+            passes.append(([by_node[s.node] for s in group], []))
+        else:
+            passes[-1][1].append(by_node[group[0].node])
     programs = plan.split
     per_program = -(-plan.rnumel // programs)
     rblock = min(SPLIT_RBLOCK, _next_pow2(per_program))
     chunk = -(-per_program // rblock) * rblock  # a multiple of RBLOCK: chunks never overlap
-    workspaces = tuple((f"ws_ptr{i}", s) for i, s in enumerate(loop))
-    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + [w for w, _ in workspaces]
 
-    first = TritonPrinter("xmask", interpret)
-    _accumulate(first, loop, "xmask & rmask", f"range(0, {chunk}, RBLOCK)",
-                "rstart + roffset + tl.arange(0, RBLOCK)[None, :]")
-    for (ws, s) in workspaces:
-        first.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
-        first.lines.append(f"tl.store({ws} + xindex * {programs} + tl.program_id(1), _red, xmask)")
-    partials = [
-        "@triton.jit", f"def {plan.name}_partials({', '.join(args)}, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
-        *_header(plan),
-        f"    # first of two kernels: program (x, p) reduces elements [p*{chunk}, (p+1)*{chunk}) of row x",
-        f"    xnumel = {plan.xnumel}", f"    rnumel = {plan.rnumel}",
-        f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-        "    xmask = xindex < xnumel",
-        f"    rstart = {_program_id(plan, 1)} * {chunk}",
-    ] + ["    " + ln for ln in first.lines]
+    # Workspaces: the partials of every reduction, and the results of those a later kernel reads.
+    reductions = [s for loop, _ in passes for s in loop if s.reduction_type]
+    read_later: set[str] = set()
+    for i, (loop, _) in enumerate(passes):
+        for later_loop, later_rows in passes[i + 1:]:
+            read_later |= _reads_reductions(later_loop + later_rows) & {s.node for s in loop}
+    partial_ws = {s.node: f"partials_{k}" for k, s in enumerate(reductions)}
+    result_ws = {s.node: f"results_{k}" for k, s in enumerate(r for r in reductions if r.node in read_later)}
+    spaces = [(partial_ws[s.node], plan.xnumel * programs, s) for s in reductions]
+    spaces += [(result_ws[s.node], plan.xnumel, s) for s in reductions if s.node in result_ws]
+    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + [w for w, _, _ in spaces]
+    dtype_of = {s.node: s.value.dtype for s in reductions}
 
-    second = TritonPrinter("xmask", interpret)
-    for ws, s in workspaces:
-        init = _init_value(s.reduction_type, s.value.dtype)
-        second.lines.append(f"_part = tl.load({ws} + xindex * {programs} + sindex, xmask & smask, other={init})")
-        second.lines += _finish_reduction(s.reduction_type, "_part", s.value.dtype)
-        second.lines.append(f"red_{s.node} = _red")
-        if s.store_buffer:
-            second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
-    for s in rows:
-        second.lines.append(_store(s, second.emit(s.value), "xmask", "[XBLOCK, 1]"))
-    finish = [
-        "@triton.jit", f"def {plan.name}({', '.join(args)}, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):",
-        f"    # second of two kernels: reduces the {programs} partials of each row of {plan.name}_partials",
-        f"    xnumel = {plan.xnumel}",
-        f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
-        "    xmask = xindex < xnumel",
-        "    sindex = tl.arange(0, SBLOCK)[None, :]",
-        f"    smask = sindex < {programs}",
-    ] + ["    " + ln for ln in second.lines]
+    def earlier_results(printer: TritonPrinter, needed: set[str]) -> None:
+        for node in sorted(needed & set(result_ws)):
+            printer.lines.append(f"red_{node} = tl.load({result_ws[node]} + xindex, xmask, other=0)"
+                                 f".to({register_dtype(dtype_of[node])})")
+
+    several = len(passes) > 1
+    sources, stages = [], []
+    for i, (loop, rows) in enumerate(passes):
+        suffix = str(i + 1) if several else ""
+        first = TritonPrinter("xmask", interpret)
+        earlier_results(first, _reads_reductions(loop))
+        _accumulate(first, loop, "xmask & rmask", f"range(0, {chunk}, RBLOCK)",
+                    "rstart + roffset + tl.arange(0, RBLOCK)[None, :]")
+        for s in loop:
+            if s.reduction_type:
+                first.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
+                first.lines.append(f"tl.store({partial_ws[s.node]} + xindex * {programs} + tl.program_id(1), _red, "
+                                   "xmask)")
+        what = f"pass {i + 1} of {len(passes)} over the row" if several else "the pass over the row"
+        sources.append("\n".join([
+            "@triton.jit",
+            f"def {plan.name}_partials{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
+            *(_header(plan) if i == 0 else [f"    # source ops: {', '.join(plan.origins)}"]),
+            f"    # {what}: program (x, p) covers elements [p*{chunk}, (p+1)*{chunk}) of row x",
+            f"    xnumel = {plan.xnumel}", f"    rnumel = {plan.rnumel}",
+            f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "    xmask = xindex < xnumel",
+            f"    rstart = {_program_id(plan, 1)} * {chunk}",
+        ] + ["    " + ln for ln in first.lines]))
+        stages.append((f"{plan.name}_partials{suffix}", "chunks"))
+
+        second = TritonPrinter("xmask", interpret)
+        earlier_results(second, _reads_reductions(rows) - {s.node for s in loop})
+        for s in loop:
+            if not s.reduction_type:
+                continue
+            init = _init_value(s.reduction_type, s.value.dtype)
+            second.lines.append(f"_part = tl.load({partial_ws[s.node]} + xindex * {programs} + sindex, "
+                                f"xmask & smask, other={init})")
+            second.lines += _finish_reduction(s.reduction_type, "_part", s.value.dtype)
+            second.lines.append(f"red_{s.node} = _red")
+            if s.node in result_ws:
+                second.lines.append(f"tl.store({result_ws[s.node]} + xindex, red_{s.node}, xmask)")
+            if s.store_buffer:
+                second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+        for s in rows:
+            second.lines.append(_store(s, second.emit(s.value), "xmask", "[XBLOCK, 1]"))
+        if not second.lines:
+            continue  # a pass that only stores elements (softmax's last): nothing to finish
+        sources.append("\n".join([
+            "@triton.jit",
+            f"def {plan.name}_finish{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):",
+            f"    # reduces the {programs} partials of each row of {plan.name}_partials{suffix}",
+            f"    xnumel = {plan.xnumel}",
+            f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "    xmask = xindex < xnumel",
+            "    sindex = tl.arange(0, SBLOCK)[None, :]",
+            f"    smask = sindex < {programs}",
+        ] + ["    " + ln for ln in second.lines]))
+        stages.append((f"{plan.name}_finish{suffix}", "rows"))
 
     config = {"XBLOCK": 1, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
-    finish_config = {"XBLOCK": 1, "SBLOCK": _next_pow2(programs), "num_warps": 4}
-    split = SplitLaunch(partials=f"{plan.name}_partials", programs=programs,
-                        workspaces=tuple((plan.xnumel * programs, _workspace_dtype(s.value.dtype))
-                                         for _, s in workspaces),
-                        finish_config=finish_config)
-    return KernelSource(name=plan.name, backend="triton", source="\n".join(partials + ["", ""] + finish),
-                        signature=plan.arguments, grid=f"({plan.xnumel}, {programs}) then ({plan.xnumel},)",
-                        config_space=(config,), origins=plan.origins, xnumel=plan.xnumel, kind="reduction",
-                        checks_int_div=interpret and plan.may_flag_errors(), index_dtype=plan.index_dtype,
-                        split=split)
+    split = SplitLaunch(programs=programs, stages=tuple(stages),
+                        workspaces=tuple((n, _workspace_dtype(s.value.dtype)) for _, n, s in spaces),
+                        row_config={"XBLOCK": 1, "SBLOCK": _next_pow2(programs), "num_warps": 4})
+    grid = ", ".join(f"({plan.xnumel}, {programs})" if kind == "chunks" else f"({plan.xnumel},)" for _, kind in stages)
+    return KernelSource(name=plan.name, backend="triton", source="\n\n\n".join(sources), signature=plan.arguments,
+                        grid=f"{len(stages)} launches: {grid}", config_space=(config,), origins=plan.origins,
+                        xnumel=plan.xnumel, kind="reduction", checks_int_div=interpret and plan.may_flag_errors(),
+                        index_dtype=plan.index_dtype, split=split)
+
+
+def _reads_reductions(steps: list[Step]) -> set[str]:
+    return {v.node for s in steps for v in walk(s.value) if isinstance(v, ReductionResult)}
 
 
 def _workspace_dtype(dtype: torch.dtype) -> torch.dtype:
