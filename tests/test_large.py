@@ -67,6 +67,13 @@ def test_a_small_view_far_into_a_big_tensor_indexes_in_int64():
     assert "2147483648" in t.source and _int64_index_lines(t.source)
 
 
+def test_a_strided_reduction_counts_row_positions_in_int64():
+    # 21475 elements 100000 apart: r0 * 100000 passes 2**31 with no program id in the product
+    (t,), _ = _generated(lambda x: x[::100000].sum(), ((BIG,), torch.int8), backend="triton")
+    assert t.index_dtype == "int64" and t.split is None
+    assert "rindex = roffset + tl.arange(0, RBLOCK)[None, :].to(tl.int64)" in t.source, t.source
+
+
 def test_a_big_reduction_is_split_and_indexes_in_int64():
     kernels, wrapper = _generated(lambda x: x.float().sum(), ((BIG,), torch.bfloat16), backend="triton")
     (t,) = kernels
@@ -104,6 +111,8 @@ def test_int64_index_arithmetic_matches_eager(backend, monkeypatch):
     assert kernels and all(k.index_dtype == "int64" for k in kernels)
     if backend == "triton":
         assert all(_int64_index_lines(k.source) for k in kernels)
+        reductions = [k for k in kernels if k.kind == "reduction"]
+        assert reductions and all("tl.arange(0, RBLOCK)[None, :].to(tl.int64)" in k.source for k in reductions)
 
 
 # ---- reduction split ----------------------------------------------------------------------------

@@ -481,6 +481,13 @@ def _header(plan: KernelPlan) -> list[str]:
     return [f"    # source ops: {', '.join(plan.origins)}"] + [f"    # {note}" for note in plan.notes]
 
 
+def _row_positions(plan: KernelPlan) -> str:
+    """The [1, RBLOCK] positions along a row, in the kernel's index type: an offset made of row
+    positions alone (a strided slice summed whole: r0 * 100000) never meets the int64 program id."""
+    positions = "tl.arange(0, RBLOCK)[None, :]"
+    return f"{positions}.to(tl.int64)" if plan.index_dtype == "int64" else positions
+
+
 def _program_id(plan: KernelPlan, axis: int) -> str:
     """The program id in the kernel's index type: everything computed from it (xindex, rindex, every
     offset) is then int64 too when the plan says int64, so no product wraps at 2**31."""
@@ -553,7 +560,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
     full_mask = "xmask & rmask"
     by_node = {s.node: s for s in steps}
     if persistent:
-        row.lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        row.lines += [f"rindex = {_row_positions(plan)}", "rmask = rindex < rnumel"]
     full_scope = row.child() if persistent else None
     if full_scope is not None:
         full_scope.mask = full_mask
@@ -585,7 +592,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             row.counter = max(row.counter, scope.counter)
             continue
         reductions = [s for s in group if s.reduction_type]
-        _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", "roffset + tl.arange(0, RBLOCK)[None, :]")
+        _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", f"roffset + {_row_positions(plan)}")
         for s in reductions:
             row.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
             row.lines.append(f"red_{s.node} = _red")
