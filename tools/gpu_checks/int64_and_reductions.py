@@ -121,7 +121,7 @@ def split_reductions() -> None:
         "min()": lambda x: x.min(),
         "amax over 3 rows": lambda x: x.view(3, -1).amax(1),
         "mean over 3 rows, keepdim": lambda x: x.view(3, -1).mean(1, keepdim=True),
-        "prod of 1 + x/1000": lambda x: (1 + x * 1e-3).prod(),
+        "prod of 1 + x/1e6": lambda x: (1 + x * 1e-6).prod(),
         "sum, max, mean(x*x) in one kernel": lambda x: (x.sum(), x.max(), (x * x).mean()),
         "var (two passes)": lambda x: x.var(),
         "(x - mean) / std (three passes)": lambda x: (x - x.mean()) / x.std(),
@@ -131,7 +131,8 @@ def split_reductions() -> None:
     for dtype in (torch.float32, torch.bfloat16):
         for special in ("", "nan", "inf"):
             torch.manual_seed(1)
-            x = torch.randn(SETUP["split_n"], device=SETUP["device"]).to(dtype)
+            # mean 0.5: sums do not cancel to a small number that a relative tolerance could not judge
+            x = (torch.randn(SETUP["split_n"], device=SETUP["device"]) + 0.5).to(dtype)
             if special:
                 x[SETUP["special_at"]] = float(special)
             for name, fn in cases.items():
@@ -139,12 +140,16 @@ def split_reductions() -> None:
                     continue
                 f = compiled(fn)
                 ours, expected = f(x), fn(x)
-                tol = {"atol": 5e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-3, "rtol": 1e-4}
+                tol = 2e-2 if dtype == torch.bfloat16 else 2e-3 if name.startswith("prod") else 1e-5
                 try:
-                    torch.testing.assert_close(ours, expected, equal_nan=True, **tol)
+                    for a, e in zip(*((v if isinstance(v, tuple) else (v,)) for v in (ours, expected))):
+                        # relative to the output's largest finite magnitude: sums of 1e7 and softmax's 1e-7 alike
+                        scale = e.float().abs().nan_to_num(0, 0, 0).max().clamp_min(1e-30)
+                        torch.testing.assert_close(a.float() / scale, e.float() / scale, atol=tol, rtol=tol,
+                                                   equal_nan=True)
                     ok, detail = True, f"ours {first(ours):.5g}, eager {first(expected):.5g}"
                 except AssertionError as exc:
-                    ok, detail = False, str(exc).splitlines()[0][:60]
+                    ok, detail = False, " ".join(str(exc).split())[:80]
                 mech = mechanism(f)
                 ok = ok and "split" in mech
                 check(f"{str(dtype)[6:]} {special or 'finite'}: {name}", ok, detail, mech)
