@@ -130,6 +130,7 @@ SPLIT_CASES = {
     "min": lambda x: x.min(),
     "amax_rows": lambda x: x.view(3, -1).amax(1),
     "mean_rows_keepdim": lambda x: x.view(3, -1).mean(1, keepdim=True),
+    "sum_columns": lambda x: x.view(-1, 3).sum(0),  # rows 3 elements apart in memory
     "prod": lambda x: (1 + x * 1e-3).prod(),
     "sum_and_max": lambda x: (x.sum(), x.max(), (x * x).mean()),
     # two or three passes over the row: a later pass reads what the earlier ones reduced

@@ -121,6 +121,7 @@ def split_reductions() -> None:
         "min()": lambda x: x.min(),
         "amax over 3 rows": lambda x: x.view(3, -1).amax(1),
         "mean over 3 rows, keepdim": lambda x: x.view(3, -1).mean(1, keepdim=True),
+        "sum of 3 columns (strided rows)": lambda x: x.view(-1, 3).sum(0),
         "prod of 1 + x/1e6": lambda x: (1 + x * 1e-6).prod(),
         "sum, max, mean(x*x) in one kernel": lambda x: (x.sum(), x.max(), (x * x).mean()),
         "var (two passes)": lambda x: x.var(),
