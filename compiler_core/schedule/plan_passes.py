@@ -34,7 +34,7 @@ COUNTER_HEADROOM = 1 << 24
 SPLIT_MAX_ROWS = 128
 SPLIT_MIN_ELEMENTS = 1 << 17
 SPLIT_MIN_CHUNK = 1 << 14  # elements per program at least: fewer and the second kernel costs more than it saves
-SPLIT_TARGET_PROGRAMS = 1024  # about 8 programs per SM of an H200: one wave, enough loads in flight
+SPLIT_TARGET_PROGRAMS = 1024  # ~8 per SM of an H200 (132 SMs): loads in flight everywhere; the GPU check times others
 SPLITTABLE_REDUCTIONS = ("sum", "prod", "amax", "amin")
 
 
