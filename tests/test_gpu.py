@@ -142,3 +142,17 @@ def test_kernels_write_over_dying_inputs_on_cuda():
     got = cc.compile(swish_and_row_sums, debug="memory")(x, w)
     for a, b in zip(got, swish_and_row_sums(x, w)):
         torch.testing.assert_close(a, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_full_reductions_are_split_and_match_eager(dtype):
+    # 4e6 elements in one row: partials over many programs, then the finishing kernels (var: two passes)
+    x = (torch.randn(4_000_000, device="cuda") + 0.5).to(dtype)
+    x[1_234_567] = float("nan")
+    y = x.nan_to_num()
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-3, "rtol": 1e-4}
+    for fn, arg in ((lambda x: x.sum(), y), (lambda x: x.abs().max(), x), (lambda x: x.abs().max(), y),
+                    (lambda x: x.mean(), y), (lambda x: x.var(), y), (lambda x: (x - x.mean()) / x.std(), y)):
+        compiled = cc.compile(fn)
+        torch.testing.assert_close(compiled(arg), fn(arg), equal_nan=True, **tol)
+        assert all(k.split is not None for k in compiled.session.kernels), [k.source for k in compiled.session.kernels]

@@ -3,6 +3,21 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
+
+import torch
+
+
+@dataclass(frozen=True)
+class SplitLaunch:
+    """A reduction split across programs (schedule/plan_passes.py), launched as `stages` in order:
+    "chunks" kernels on a grid (rows, programs) write partials, "rows" kernels (one program per row)
+    reduce them.  Every stage gets the kernel's parameters followed by the workspaces."""
+
+    programs: int  # programs per row
+    stages: tuple[tuple[str, str], ...]  # (kernel function, "chunks" | "rows"), in launch order
+    workspaces: tuple[tuple[int, torch.dtype], ...]  # (elements, dtype): partials, then results kept for a later pass
+    row_config: dict  # launch config of the "rows" kernels ("chunks" kernels use the kernel's config)
 
 
 @dataclass(frozen=True)
@@ -24,6 +39,13 @@ class KernelSource:
     line_origins: tuple[tuple[int, tuple[str, ...]], ...] = ()
     # A horizontal kernel: the elements of each segment (the launch grid covers each one in turn).
     segments: tuple[int, ...] = ()
+    index_dtype: str = "int32"  # the kernel's index arithmetic (schedule/plan_passes.choose_index_width)
+    split: Optional[SplitLaunch] = None  # a reduction split across programs: two kernels, one launch each
+
+    @property
+    def function_names(self) -> tuple[str, ...]:
+        """The callable kernels this source defines (a split reduction has two)."""
+        return (self.name,) if self.split is None else tuple(name for name, _ in self.split.stages)
 
     def pretty(self) -> str:
         return self.source

@@ -35,6 +35,7 @@ from compiler_core.schedule.kernel_plan import (
     write_over,
 )
 from compiler_core.schedule.memory import OUT_VARIANTS
+from compiler_core.schedule.plan_passes import choose_index_width, choose_reduction_split
 
 
 def is_dead(group: FusionGroup) -> bool:
@@ -43,8 +44,11 @@ def is_dead(group: FusionGroup) -> bool:
     return group.kind != "extern" and not group.materialized
 
 
-def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan] = None) -> list[KernelPlan]:
-    """Each kernel's plan; with `memory`, outputs the plan writes over a dying input read through one pointer."""
+def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan] = None,
+                 backend: str = "cpp") -> list[KernelPlan]:
+    """Each group's KernelPlan, after the plan passes: the index width on both backends; the split of
+    reductions with few, long rows on Triton only (the C++ backend runs a row on one thread anyway).
+    With `memory`, outputs the plan writes over a dying input are read through one pointer."""
     over: dict[str, list[tuple[str, str]]] = {}
     if memory is not None:
         group_of = {n: g.name for g in sched.groups for n in g.materialized}
@@ -56,22 +60,23 @@ def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan]
             continue
         if group.segments:
             written = set(group.materialized)
-            parts = [build_kernel_plan(graph, f"{group.name}_segment{i}", list(nodes),
-                                       {graph.node(n).output.name for n in nodes} & written, Space(x))
+            parts = [choose_index_width(build_kernel_plan(graph, f"{group.name}_segment{i}", list(nodes),
+                                                          {graph.node(n).output.name for n in nodes} & written,
+                                                          Space(x)))
                      for i, (nodes, x) in enumerate(group.segments)]
             plans.append(segmented_plan(group.name, parts))
             continue
-        plan = group_plan(graph, group)
+        plan = choose_index_width(group_plan(graph, group))
         for out, donor in over.get(group.name, ()):
             plan = write_over(plan, donor, out)
-        plans.append(plan)
+        plans.append(choose_reduction_split(plan) if backend == "triton" else plan)
     return plans
 
 
 def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
-    plans = {p.name: p for p in kernel_plans(graph, sched, memory)}
+    plans = {p.name: p for p in kernel_plans(graph, sched, memory, backend)}
     interpret = graph.device != "cuda"
 
     def generate(plan: KernelPlan) -> KernelSource:
@@ -294,7 +299,7 @@ class _Printer:
             return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
                     f"{s.target} afterwards, a copy onto itself"]
         if isinstance(s, Launch):
-            return [self.launch(s.kernel, s.config)]
+            return self.launch(s.kernel, s.config)
         if isinstance(s, CallExtern):
             return self.extern(s)
         if isinstance(s, CheckFresh):
@@ -310,13 +315,27 @@ class _Printer:
             return [f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]
         raise TypeError(f"unknown host statement {s!r}")
 
-    def launch(self, kernel: KernelSource, config: dict) -> str:
+    def launch(self, kernel: KernelSource, config: dict) -> list[str]:
         if self.backend == "cpp":
             ptrs = ", ".join(f"{local(a)}.data_ptr()" for a in kernel.signature)
-            return f"k.{kernel.name}({ptrs}, NTHREADS)"
+            return [f"k.{kernel.name}({ptrs}, NTHREADS)"]
         meta = ", ".join(f"{key}={v}" for key, v in config.items())
         args = ", ".join(local(a) for a in kernel.signature)
-        return f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"
+        if kernel.split is None:
+            return [f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"]
+        # A split reduction: workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and no buffer's
+        # local starts with `w_`), its kernels in order, then the workspaces die.
+        split = kernel.split
+        spaces = [f"w_{kernel.name}_{i}" for i in range(len(split.workspaces))]
+        lines = [f"{w} = torch.empty(({n},), dtype={dt}, device=DEVICE)  # workspace of {kernel.name}"
+                 for w, (n, dt) in zip(spaces, split.workspaces)]
+        rows_meta = ", ".join(f"{key}={v}" for key, v in split.row_config.items())
+        for function, kind in split.stages:
+            grid, launch_meta = ((kernel.xnumel, split.programs), meta) if kind == "chunks" else \
+                ((kernel.xnumel,), rows_meta)
+            lines.append(f"k.{function}[{grid}]({args}, {', '.join(spaces)}, {launch_meta})")
+        lines.append(f"del {', '.join(spaces)}")
+        return lines
 
     def extern(self, s: CallExtern) -> list[str]:
         args = ", ".join(self.arg(a) for a in s.args)

@@ -127,6 +127,9 @@ POINTWISE_OPS = {
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}
+# x.max() and x.min() without a dim: amax/amin over every element (same NaN rule). By overload, not by
+# packet: aten.max.other is the elementwise maximum, aten.max.dim also returns indices.
+FULL_REDUCTION_OVERLOADS = {aten.max.default: "amax", aten.min.default: "amin"}
 # Some decompositions emit prims.* ops; these are views (or plain pointwise ops) too.
 PRIMS_VIEWS = {prims.broadcast_in_dim, prims.squeeze, prims.transpose, prims.collapse_view, prims.split_dim,
                prims.view_of}
@@ -192,6 +195,8 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         return PRIMS_BY_NAME[str(packet)], ""
     if packet in REDUCTION_OPS:
         return REDUCTION_OPS[packet], ""
+    if target in FULL_REDUCTION_OVERLOADS:
+        return FULL_REDUCTION_OVERLOADS[target], ""
     refused = _refused_by_eager(node)
     if refused:
         return "extern", refused

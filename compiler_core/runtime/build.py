@@ -81,8 +81,8 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
     interpret = graph.device != "cuda"
     loaded, cache_hit = load_triton(kernels, interpret=interpret)
     check = error_check(loaded["fc_take_error"]) if any(k.checks_int_div for k in kernels) else None
-    return LoadedKernels({k.name: _Quiet(loaded[k.name]) if interpret else loaded[k.name] for k in kernels},
-                         cache_hit, error_check=check)
+    return LoadedKernels({name: _Quiet(loaded[name]) if interpret else loaded[name]
+                          for k in kernels for name in k.function_names}, cache_hit, error_check=check)
 
 
 def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,

@@ -181,6 +181,11 @@ class KernelPlan:
     # of its own space, its parameters named as this kernel's. Both code generators print each segment
     # as they print any pointwise plan, over its own share of the launch.
     segments: tuple["KernelPlan", ...] = ()
+    # Set by the plan passes (schedule/plan_passes.py), each with its reason in `notes`:
+    index_dtype: str = "int32"  # "int32" | "int64": the type of every index computation of the kernel
+    largest_offset: int = 0  # the largest magnitude any index computation of the kernel reaches
+    split: int = 1  # a reduction split across this many programs per row, then a second kernel (1: not split)
+    notes: tuple[str, ...] = ()  # the passes' decisions, one line each, printed at the top of every kernel
 
     @property
     def is_reduction(self) -> bool:

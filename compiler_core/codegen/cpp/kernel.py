@@ -171,7 +171,11 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
     params = [f"const {STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.inputs]
     params += [f"{STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.outputs]
     params.append("int nthreads")
-    lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}",
+    # Loop counters and offsets are int64_t in every kernel (a 64-bit CPU addresses in 64 bits: no cost),
+    # so the plan's index decision changes no code here; the note says what the plan found.
+    notes = [f"// {note}" + ("; int64_t loop counters as in every C++ kernel" if note.startswith("index:") else "")
+             for note in plan.notes]
+    lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}", *notes,
              f'extern "C" void {plan.name}({", ".join(params)}) {{']
     if aliased and plan.is_reduction:
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
@@ -189,7 +193,7 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
                         checks_int_div=plan.may_flag_errors(), line_origins=line_origins,
-                        segments=tuple(seg.xnumel for seg in plan.segments))
+                        segments=tuple(seg.xnumel for seg in plan.segments), index_dtype="int64")
 
 
 def _segmented_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:

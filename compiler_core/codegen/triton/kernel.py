@@ -16,7 +16,7 @@ import math
 
 import torch
 
-from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.artifacts import KernelSource, SplitLaunch
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.index import Index, floordiv, mod
@@ -464,7 +464,8 @@ def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = Fal
     empty, as launch_grid counts them); the bounds are expressions of XBLOCK, so the source does not
     change with the block size the runtime picks. Separate `if`s, no `elif`: Triton merges names an
     if/else defines on both sides and demands equal types."""
-    lines = ["    pid = tl.program_id(0)"]
+    pid = "tl.program_id(0).to(tl.int64)" if _segments_index_dtype(plan) == "int64" else "tl.program_id(0)"
+    lines = [f"    pid = {pid}"]
     previous = ""
     for k, seg in enumerate(plan.segments):
         count = f"({seg.xnumel} + XBLOCK - 1) // XBLOCK" if seg.xnumel > 1 else "1"
@@ -486,13 +487,14 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
                            ) -> KernelSource:
     """`aliased`: parameters pointing at one storage (MemoryPlan.inplace): each program then loads
     all it reads before it stores, so an element's old value is read before it is overwritten."""
+    if plan.split > 1:
+        return _split_reduction_kernels(plan, interpret)
     configs = candidate_configs(plan, interpret)
     config = configs[0]
     persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
-    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):",
-             f"    # source ops: {', '.join(plan.origins)}"]
+    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
     if aliased and plan.is_reduction:
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.segments:
@@ -502,16 +504,16 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
                             grid=launch_grid(plan.xnumel, config, _numels(plan)), config_space=configs,
                             origins=plan.origins, xnumel=plan.xnumel, kind="pointwise",
                             checks_int_div=interpret and plan.may_flag_errors(), segments=_numels(plan),
-                            line_origins=line_origins)
+                            line_origins=line_origins, index_dtype=_segments_index_dtype(plan))
     lines.append(f"    xnumel = {plan.xnumel}")
     steps = _flat_steps(plan)
     if plan.is_reduction:
         lines += [f"    rnumel = {plan.rnumel}",
-                  "    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+                  f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                   "    xmask = xindex < xnumel"]
         body = _reduction_body(plan, steps, persistent, interpret)
     else:
-        lines += ["    xindex = tl.program_id(0) * XBLOCK + tl.arange(0, XBLOCK)",
+        lines += [f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)",
                   "    xmask = xindex < xnumel"]
         body = _pointwise_body(steps, interpret, stores_last=bool(aliased))
     lines += ["    " + ln for ln in body]
@@ -519,11 +521,35 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
     return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
-                        checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins)
+                        checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins,
+                        index_dtype=plan.index_dtype)
 
 
 def _numels(plan: KernelPlan) -> tuple[int, ...]:
     return tuple(seg.xnumel for seg in plan.segments)
+
+
+def _segments_index_dtype(plan: KernelPlan) -> str:
+    """A horizontal kernel indexes in int64 when any of its segments needs it (plan_passes decided each)."""
+    return "int64" if any(seg.index_dtype == "int64" for seg in plan.segments) else "int32"
+
+
+def _header(plan: KernelPlan) -> list[str]:
+    return [f"    # source ops: {', '.join(plan.origins)}"] + [f"    # {note}" for note in plan.notes]
+
+
+def _row_positions(plan: KernelPlan) -> str:
+    """The [1, RBLOCK] positions along a row, in the kernel's index type: an offset made of row
+    positions alone (a strided slice summed whole: r0 * 100000) never meets the int64 program id."""
+    positions = "tl.arange(0, RBLOCK)[None, :]"
+    return f"{positions}.to(tl.int64)" if plan.index_dtype == "int64" else positions
+
+
+def _program_id(plan: KernelPlan, axis: int) -> str:
+    """The program id in the kernel's index type: everything computed from it (xindex, rindex, every
+    offset) is then int64 too when the plan says int64, so no product wraps at 2**31."""
+    pid = f"tl.program_id({axis})"
+    return f"{pid}.to(tl.int64)" if plan.index_dtype == "int64" else pid
 
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
@@ -573,6 +599,8 @@ _INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")
 def _init_value(kind: str, dtype: torch.dtype) -> str:
     if dtype.is_floating_point or kind in ("sum", "prod"):
         return _INIT[kind]
+    if dtype == torch.bool:  # any() / all() as amax / amin: torch.iinfo has no bool
+        return "0" if kind == "amax" else "1"
     info = torch.iinfo(dtype)
     return str(info.min if kind == "amax" else info.max)
 
@@ -594,7 +622,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
     full_mask = "xmask & rmask"
     by_node = {s.node: s for s in steps}
     if persistent:
-        row.lines += ["rindex = tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
+        row.lines += [f"rindex = {_row_positions(plan)}", "rmask = rindex < rnumel"]
     full_scope = row.child() if persistent else None
     if full_scope is not None:
         full_scope.mask = full_mask
@@ -628,29 +656,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             row.counter = max(row.counter, scope.counter)
             continue
         reductions = [s for s in group if s.reduction_type]
-        for s in reductions:
-            init = _init_value(s.reduction_type, s.value.dtype)
-            row.lines.append(row.mark(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, "
-                                      f"{register_dtype(s.value.dtype)})", s.origins))
-        inner = row.child()
-        inner.mask = full_mask
-        inner.lines += ["rindex = roffset + tl.arange(0, RBLOCK)[None, :]", "rmask = rindex < rnumel"]
-        for s in group:
-            inner.origins = s.origins
-            name = inner.emit(s.value)
-            if s.reduction_type:
-                acc = f"acc_{s.node}"
-                init = _init_value(s.reduction_type, s.value.dtype)
-                v = f"tl.where({full_mask}, {name}, {init})"
-                combine = {"sum": f"{acc} + {v}", "prod": f"{acc} * {v}",
-                           "amax": f"tl.maximum({acc}, {v}{_nan_arg(s)})",
-                           "amin": f"tl.minimum({acc}, {v}{_nan_arg(s)})"}[s.reduction_type]
-                inner.lines.append(inner.mark(f"{acc} = {combine}"))
-            else:
-                inner.lines.append(inner.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
-        row.sync_counter(inner)
-        row.lines.append("for roffset in range(0, rnumel, RBLOCK):")
-        row.lines += ["    " + ln for ln in inner.lines]
+        _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", f"roffset + {_row_positions(plan)}")
         for s in reductions:
             row.lines += [row.mark(line, s.origins)
                           for line in _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)]
@@ -658,6 +664,161 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             if s.store_buffer:
                 row.lines.append(row.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"), s.origins))
     return row.lines
+
+
+def _accumulate(row: TritonPrinter, group: list[Step], full_mask: str, loop: str, rindex: str) -> None:
+    """One pass over the row in RBLOCK pieces: each reduction of `group` into its [XBLOCK, RBLOCK]
+    accumulator `acc_<node>`, each other step stored."""
+    reductions = [s for s in group if s.reduction_type]
+    for s in reductions:
+        init = _init_value(s.reduction_type, s.value.dtype)
+        row.lines.append(row.mark(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, "
+                                  f"{register_dtype(s.value.dtype)})", s.origins))
+    inner = row.child()
+    inner.mask = full_mask
+    inner.lines += [f"rindex = {rindex}", "rmask = rindex < rnumel"]
+    for s in group:
+        inner.origins = s.origins
+        name = inner.emit(s.value)
+        if s.reduction_type:
+            acc = f"acc_{s.node}"
+            init = _init_value(s.reduction_type, s.value.dtype)
+            v = f"tl.where({full_mask}, {name}, {init})"
+            inner.lines.append(inner.mark(f"{acc} = {_combine(s, acc, v)}"))
+        else:
+            inner.lines.append(inner.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
+    row.sync_counter(inner)
+    row.lines.append(f"for roffset in {loop}:")
+    row.lines += ["    " + ln for ln in inner.lines]
+
+
+def _combine(step: Step, acc: str, value: str) -> str:
+    return {"sum": f"{acc} + {value}", "prod": f"{acc} * {value}",
+            "amax": f"tl.maximum({acc}, {value}{_nan_arg(step)})",
+            "amin": f"tl.minimum({acc}, {value}{_nan_arg(step)})"}[step.reduction_type]
+
+
+# The split reduction's first kernel: elements per loop step, and warps (16 fp32 per thread in flight).
+SPLIT_RBLOCK = 4096
+SPLIT_NUM_WARPS = 8
+
+
+def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
+    """A reduction split across `plan.split` programs per row (schedule/plan_passes.py).
+
+    Each pass over the row (the plan's loop phases: one for a sum, two for var, three for a softmax over
+    a whole tensor) becomes two kernels.  `<name>_partials`, on a grid (rows, programs): program (x, p)
+    runs the pass over elements [p*CHUNK, (p+1)*CHUNK) of row x, storing the elements it writes and one
+    partial per reduction at partials[x * programs + p].  `<name>_finish`, one program per row, reduces
+    the row's partials in a fixed order (the same result on every run, unlike atomics), keeps in a
+    results workspace what a later pass reads (var's mean), and runs the row's steps that follow the pass
+    (mean's scaling, stores).  NaN propagates through both, as in eager."""
+    steps = _flat_steps(plan)
+    by_node = {s.node: s for s in steps}
+    passes: list[tuple[list[Step], list[Step]]] = []  # (the pass's steps, the row steps after it)
+    for kind, group in plan.phases():
+        if kind == "loop":
+            passes.append(([by_node[s.node] for s in group], []))
+        else:
+            passes[-1][1].append(by_node[group[0].node])
+    programs = plan.split
+    per_program = -(-plan.rnumel // programs)
+    rblock = min(SPLIT_RBLOCK, _next_pow2(per_program))
+    chunk = -(-per_program // rblock) * rblock  # a multiple of RBLOCK: chunks never overlap
+
+    # Workspaces: the partials of every reduction, and the results of those a later kernel reads.
+    reductions = [s for loop, _ in passes for s in loop if s.reduction_type]
+    read_later: set[str] = set()
+    for i, (loop, _) in enumerate(passes):
+        for later_loop, later_rows in passes[i + 1:]:
+            read_later |= _reads_reductions(later_loop + later_rows) & {s.node for s in loop}
+    partial_ws = {s.node: f"partials_{k}" for k, s in enumerate(reductions)}
+    result_ws = {s.node: f"results_{k}" for k, s in enumerate(r for r in reductions if r.node in read_later)}
+    spaces = [(partial_ws[s.node], plan.xnumel * programs, s) for s in reductions]
+    spaces += [(result_ws[s.node], plan.xnumel, s) for s in reductions if s.node in result_ws]
+    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + [w for w, _, _ in spaces]
+    dtype_of = {s.node: s.value.dtype for s in reductions}
+
+    def earlier_results(printer: TritonPrinter, needed: set[str]) -> None:
+        for node in sorted(needed & set(result_ws)):
+            printer.lines.append(f"red_{node} = tl.load({result_ws[node]} + xindex, xmask, other=0)"
+                                 f".to({register_dtype(dtype_of[node])})")
+
+    several = len(passes) > 1
+    sources, stages = [], []
+    for i, (loop, rows) in enumerate(passes):
+        suffix = str(i + 1) if several else ""
+        first = TritonPrinter("xmask", interpret)
+        earlier_results(first, _reads_reductions(loop))
+        _accumulate(first, loop, "xmask & rmask", f"range(0, {chunk}, RBLOCK)",
+                    "rstart + roffset + tl.arange(0, RBLOCK)[None, :]")
+        for s in loop:
+            if s.reduction_type:
+                first.lines += _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
+                first.lines.append(f"tl.store({partial_ws[s.node]} + xindex * {programs} + tl.program_id(1), _red, "
+                                   "xmask)")
+        what = f"pass {i + 1} of {len(passes)} over the row" if several else "the pass over the row"
+        sources.append("\n".join([
+            "@triton.jit",
+            f"def {plan.name}_partials{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
+            *(_header(plan) if i == 0 else [f"    # source ops: {', '.join(plan.origins)}"]),
+            f"    # {what}: program (x, p) covers elements [p*{chunk}, (p+1)*{chunk}) of row x",
+            f"    xnumel = {plan.xnumel}", f"    rnumel = {plan.rnumel}",
+            f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "    xmask = xindex < xnumel",
+            f"    rstart = {_program_id(plan, 1)} * {chunk}",
+        ] + ["    " + ln for ln in first.lines]))
+        stages.append((f"{plan.name}_partials{suffix}", "chunks"))
+
+        second = TritonPrinter("xmask", interpret)
+        earlier_results(second, _reads_reductions(rows) - {s.node for s in loop})
+        for s in loop:
+            if not s.reduction_type:
+                continue
+            init = _init_value(s.reduction_type, s.value.dtype)
+            second.lines.append(f"_part = tl.load({partial_ws[s.node]} + xindex * {programs} + sindex, "
+                                f"xmask & smask, other={init})")
+            second.lines += _finish_reduction(s.reduction_type, "_part", s.value.dtype)
+            second.lines.append(f"red_{s.node} = _red")
+            if s.node in result_ws:
+                second.lines.append(f"tl.store({result_ws[s.node]} + xindex, red_{s.node}, xmask)")
+            if s.store_buffer:
+                second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+        for s in rows:
+            second.lines.append(_store(s, second.emit(s.value), "xmask", "[XBLOCK, 1]"))
+        if not second.lines:
+            continue  # a pass that only stores elements (softmax's last): nothing to finish
+        sources.append("\n".join([
+            "@triton.jit",
+            f"def {plan.name}_finish{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):",
+            f"    # reduces the {programs} partials of each row of {plan.name}_partials{suffix}",
+            f"    xnumel = {plan.xnumel}",
+            f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
+            "    xmask = xindex < xnumel",
+            "    sindex = tl.arange(0, SBLOCK)[None, :]",
+            f"    smask = sindex < {programs}",
+        ] + ["    " + ln for ln in second.lines]))
+        stages.append((f"{plan.name}_finish{suffix}", "rows"))
+
+    config = {"XBLOCK": 1, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
+    split = SplitLaunch(programs=programs, stages=tuple(stages),
+                        workspaces=tuple((n, _workspace_dtype(s.value.dtype)) for _, n, s in spaces),
+                        row_config={"XBLOCK": 1, "SBLOCK": _next_pow2(programs), "num_warps": 4})
+    grid = ", ".join(f"({plan.xnumel}, {programs})" if kind == "chunks" else f"({plan.xnumel},)" for _, kind in stages)
+    source, line_origins = split_origins("\n\n\n".join(sources).split("\n"))
+    return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
+                        grid=f"{len(stages)} launches: {grid}", config_space=(config,), origins=plan.origins,
+                        xnumel=plan.xnumel, kind="reduction", checks_int_div=interpret and plan.may_flag_errors(),
+                        index_dtype=plan.index_dtype, split=split, line_origins=line_origins)
+
+
+def _reads_reductions(steps: list[Step]) -> set[str]:
+    return {v.node for s in steps for v in walk(s.value) if isinstance(v, ReductionResult)}
+
+
+def _workspace_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Partials are kept in the accumulator's register type: fp32 for bf16/fp16 values."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
 
 
 def _nan_arg(step: Step) -> str:

@@ -1,0 +1,137 @@
+"""Named passes over a KernelPlan, run after the plan is built and before code generation.
+
+Each pass takes a plan and returns a new one with its decision set and the reason in `plan.notes`
+(both code generators print the notes at the top of the kernel):
+
+    choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
+                            kernel can pass 2**31 - 1
+    choose_reduction_split  a reduction with few rows and long rows is split across many programs per
+                            row (Triton): each pass over the row leaves partials, a small kernel reduces them
+
+    plan = choose_reduction_split(choose_index_width(plan))
+    plan.notes   # ('index: int64 (largest offset 4.3e9 > 2**31-1)', 'reduction split: 1024 programs per row...')
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from math import ceil
+
+import torch
+
+from compiler_core.ir.index import FloorDiv, Index, Mod, Var
+from compiler_core.ir.values import IndexValue, Load, walk
+from compiler_core.schedule.kernel_plan import KernelPlan
+
+INT32_MAX = 2**31 - 1
+# Loop counters run past their bound by up to a block (Triton's xindex, rindex) or a split's rounding
+# before the mask cuts them off; the mask compares the counter, so the counter itself must not wrap.
+COUNTER_HEADROOM = 1 << 24
+
+# A reduction is split when it has fewer rows than this (one program per row could not fill a GPU of
+# ~132 SMs) and each row has at least SPLIT_MIN_ELEMENTS elements. Module constants so that tests can
+# lower them and the GPU check can try others.
+SPLIT_MAX_ROWS = 128
+SPLIT_MIN_ELEMENTS = 1 << 17
+SPLIT_MIN_CHUNK = 1 << 14  # elements per program at least: fewer and the second kernel costs more than it saves
+SPLIT_TARGET_PROGRAMS = 1024  # ~8 per SM of an H200 (132 SMs): loads in flight everywhere; the GPU check times others
+SPLITTABLE_REDUCTIONS = ("sum", "prod", "amax", "amin")
+
+
+# ---- index width --------------------------------------------------------------------------------
+def choose_index_width(plan: KernelPlan) -> KernelPlan:
+    """int64 index arithmetic for the whole kernel when any index computation (loads, stores, index
+    values, gathered positions, the loop counters) can pass 2**31 - 1; int32, the fast default, otherwise."""
+    largest = largest_index_value(plan)
+    counters = max(plan.xnumel, plan.rnumel) + COUNTER_HEADROOM
+    if largest > INT32_MAX:
+        dtype, why = "int64", f"largest offset {_short(largest)} > 2**31-1"
+    elif counters > INT32_MAX:
+        dtype, why = "int64", f"loop counter up to {_short(max(plan.xnumel, plan.rnumel))} plus a block's overshoot"
+    else:
+        dtype, why = "int32", f"largest offset {_short(largest)} fits"
+    return dataclasses.replace(plan, index_dtype=dtype, largest_offset=largest,
+                               notes=plan.notes + (f"index: {dtype} ({why})",))
+
+
+def _short(n: int) -> str:
+    """4294967296 -> '4.3e9'; small numbers as they are."""
+    return str(n) if n < 100000 else f"{n:.1e}".replace("e+0", "e").replace("e+", "e")
+
+
+def largest_index_value(plan: KernelPlan) -> int:
+    """The largest magnitude an index computation of the kernel can reach, partial sums included
+    (a term of `N - 1 - x0` is as large as the whole), over every load, store and index value."""
+    ranges = plan.space.ranges()
+    largest = max(plan.xnumel, plan.rnumel)
+    for step in plan.steps:
+        if step.store_index is not None:
+            largest = max(largest, _magnitude(step.store_index, ranges))
+        for v in walk(step.value):
+            if isinstance(v, Load):
+                # A gathered position p adds p * stride, p < size: the offset reaches index + size * stride.
+                gathered = sum(t.size * abs(t.stride) for t in v.indirect)
+                largest = max(largest, _magnitude(v.index, ranges) + gathered)
+            elif isinstance(v, IndexValue):
+                largest = max(largest, _magnitude(v.index, ranges))
+    return largest
+
+
+def _magnitude(index: Index, ranges: dict[str, int]) -> int:
+    """An upper bound on |any partial sum| of `index` and of the expressions inside its // and %."""
+    total = abs(index.const)
+    inner = 0
+    for atom, coef in index.terms:
+        if isinstance(atom, Var):
+            size = ranges.get(atom.name)
+            top = max(size - 1, 0) if size is not None else INT32_MAX + 1  # unknown: assume the worst
+        else:
+            arg = _magnitude(atom.arg, ranges)
+            inner = max(inner, arg)
+            top = arg // atom.divisor if isinstance(atom, FloorDiv) else atom.divisor - 1
+            assert isinstance(atom, (FloorDiv, Mod))
+        total += abs(coef) * top
+    return max(total, inner)
+
+
+# ---- reduction split ----------------------------------------------------------------------------
+def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
+    """Split a reduction with few, long rows (x.sum(), x.abs().max(), x.var(), x - x.mean() over a big
+    tensor) across many programs per row: each pass over the row runs on chunks and leaves partials, a
+    second kernel reduces them in a fixed order (deterministic, unlike atomics). A plan that passes over
+    the row twice (var: the sum, then the squares around the mean) becomes two such pairs."""
+    if not plan.is_reduction:
+        return plan
+    refusal = split_refusal(plan)
+    if refusal is not None:
+        if plan.xnumel < SPLIT_MAX_ROWS and plan.rnumel >= SPLIT_MIN_ELEMENTS:  # a candidate: say why not
+            return dataclasses.replace(plan, notes=plan.notes + (f"reduction not split: {refusal}",))
+        return plan
+    split = max(2, min(ceil(plan.rnumel / SPLIT_MIN_CHUNK), SPLIT_TARGET_PROGRAMS // plan.xnumel))
+    passes = sum(1 for kind, _ in plan.phases() if kind == "loop")
+    how = ("one pass over the row, then a kernel reducing its partials" if passes == 1 else
+           f"{passes} passes over the row, each followed by a kernel reducing its partials")
+    note = (f"reduction split: {split} programs per row ({plan.xnumel} row{'s' if plan.xnumel > 1 else ''} of "
+            f"{plan.rnumel} elements); {how}")
+    return dataclasses.replace(plan, split=split, notes=plan.notes + (note,))
+
+
+def split_refusal(plan: KernelPlan) -> str | None:
+    """Why this reduction is not split, or None when it is."""
+    if plan.xnumel >= SPLIT_MAX_ROWS:
+        return f"{plan.xnumel} rows already give enough programs"
+    if plan.rnumel < SPLIT_MIN_ELEMENTS:
+        return f"rows of {plan.rnumel} elements are short"
+    phases = plan.phases()
+    if phases[0][0] != "loop":
+        return "a step runs once per row before the first pass over it"
+    for kind, steps in phases:
+        for step in steps:
+            if kind != "loop" or step.reduction_type is None:
+                continue
+            if step.reduction_type not in SPLITTABLE_REDUCTIONS:
+                return f"{step.node} is a {step.reduction_type} reduction"
+            if step.value.dtype == torch.bool:  # any()/all(): partials of bool are not worth a check of their own
+                return f"{step.node} reduces {step.value.dtype} values"
+    return None
+
