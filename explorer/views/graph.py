@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from compiler_core.analysis.dot import fx_graph_to_dot
+from explorer.collapse import Drawing, modules_of, overview_expansion
 from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, graph_tree, module_clusters
 from explorer.render.code import highlight_code
@@ -27,9 +27,17 @@ def render(exp: Exploration) -> str:
         captured = record.captured
         graph = captured.graph_module.graph
         parts.append(f"<h3>Captured graph {captured.index}: {plural(captured.op_count, 'op')}</h3>")
-        clusters = module_clusters(graph)
-        title = f"captured graph {captured.index}" + ("; boxes: modules" if clusters else "")
-        parts.append(picture_pane(fx_graph_to_dot(graph, title, clusters=clusters), title))
+        drawing = graph_drawing(captured)
+        if drawing.collapses:
+            shown = drawing.boxes().drawn_count(graph)
+            parts.append(f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {shown} shapes: a '
+                         "double-bordered box is a collapsed module (its ops counted; the widget expands it). "
+                         "Every node is drawn below, folded.</p>")
+            parts.append(picture_pane(drawing.dot(), drawing.title))
+            parts.append(details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by module; the pane "
+                                 "scrolls)", picture_pane(drawing.dot(every_node=True), drawing.title)))
+        else:
+            parts.append(picture_pane(drawing.dot(), drawing.title))
         tree = graph_tree(graph)
         if tree.children:
             parts.append(details(f"outline by module ({plural(tree.count(), 'op')}; expand a module to see its "
@@ -39,6 +47,14 @@ def render(exp: Exploration) -> str:
             parts.append(details("after decomposition into primitives (ATen; the Fusion tab draws this graph)",
                                  highlight_code(record.prims.pretty(), "python")))
     return "".join(parts)
+
+
+def graph_drawing(captured) -> Drawing:
+    """The captured graph's drawing: modules collapsed to an overview, boxed by module when expanded."""
+    graph = captured.graph_module.graph
+    clusters = module_clusters(graph)
+    return Drawing(f"captured graph {captured.index}", graph, tuple(modules_of(graph)), overview_expansion(graph),
+                   "module", (("clusters", clusters),))
 
 
 def picture_pane(dot: str, alt: str) -> str:
