@@ -30,7 +30,8 @@ TAG_STYLES = {
     "h4": "font-size:13px;margin:12px 0 4px;font-family:monospace",
 }
 CLASS_STYLES = {
-    "fxe": FONT,
+    # Nothing wider than the notebook: a wide table or picture scrolls inside the view.
+    "fxe": FONT + ";max-width:100%;overflow-x:auto",
     "fxe-head": "font-weight:600;margin:4px 0 8px",
     "fxe-note": "color:#5f6368",
     "fxe-bad": "color:#b3261e",
