@@ -11,6 +11,7 @@ search over nodes and kernels (`view.search("attn")` is the same search, as data
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable
@@ -23,7 +24,7 @@ from explorer.render.html import Markup, esc, panel, plural, tabbed, table, writ
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_clusters, kernel_drawing, kernel_tree
-from explorer.views.graph import graph_drawing, picture_pane
+from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane
 from explorer.views.kernels import FOLD_ABOVE, line_html, node_html, render_kernel
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.views.whatif import (
@@ -153,12 +154,17 @@ class ExplorerView:
             if title in ZOOMED_TABS and 'class="fxe-pic"' in html:
                 zoom = widgets.ToggleButtons(options=list(ZOOMS), value="100%", description="zoom",
                                              tooltips=["quarter size", "half size", "natural size", "double size"])
-                zoom.observe(lambda change, body=body, html=html: setattr(
-                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
                 self._controls[(title, "zoom")] = zoom
                 controls.append(zoom)
                 if any(d.collapses for d in self.drawings.get(title, ())):
                     controls += self._drawing_controls(widgets, title, zoom)
+                    # The static drawings are the pane's first picture: show each graph once.
+                    html = re.sub(f"{DRAWING_START}.*?{DRAWING_END}", '<p class="fxe-note">Drawn above: pick this '
+                                  "graph there, expand what you want to read, or draw every node.</p>", html,
+                                  flags=re.S)
+                    body.value = panel(html)
+                zoom.observe(lambda change, body=body, html=html: setattr(
+                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
             if title == "Graph":
                 search = widgets.Text(placeholder="search nodes and kernels: name, op or module",
                                       description="search", continuous_update=False)

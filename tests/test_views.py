@@ -319,10 +319,13 @@ def test_a_gpt2_graph_renders_quickly_and_stays_navigable(gpt2_view):
         modules = [getattr(item, "module", "")] + [o.module for o in getattr(item, "ops", ())]
         assert "c_attn" in item.name or any("c_attn" in m for m in modules)
     # The widget: zoom rescales the pictures, the search box lists matches.
-    zoom, body = gpt2_view.controls[("Fusion", "zoom")], gpt2_view.controls[("Fusion", "body")]
+    # (the widget draws the graph in its own pane, which expands, instead of the static drawings)
+    zoom, pane = gpt2_view.controls[("Fusion", "zoom")], gpt2_view.controls[("Fusion", "drawing")]
+    assert "<img" not in gpt2_view.controls[("Fusion", "body")].value
     zoom.value = "50%"
-    half = [int(w) for w in re.findall(r'<img class="fxe-pic"[^>]*? width="(\d+)"', body.value)]
-    assert half == [round(w / 2) for w in widths]
+    half = [int(w) for w in re.findall(r'<img class="fxe-pic"[^>]*? width="(\d+)"', pane.value)]
+    assert half == [round(widths[0] / 2)]
+    zoom.value = "100%"
     gpt2_view.controls[("Graph", "search")].value = "ln_f"
     assert "transformer.ln_f" in gpt2_view.controls[("Graph", "results")].value
 

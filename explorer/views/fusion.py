@@ -14,7 +14,7 @@ from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, NodeRow, module_tree, node_rows
 from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
-from explorer.views.graph import picture_pane
+from explorer.views.graph import drawing_html
 from explorer.why import refusals
 
 # Light fills (the tab10 palette's pastel half), so labels stay readable on top.
@@ -37,7 +37,6 @@ def render_record(record: GraphRecord, title: str) -> str:
         why = record.fallback_reason or "the compiler did not reach the fusion stage"
         return message(f"No fusion to show: {why}")
     drawing = kernel_drawing(record, title)
-    graph = drawing.graph
     schedule = record.schedule
     names = fx_names(record.loops)
     rows = [(Markup(f"<code>{esc(g.name)}</code>"), group_kind(record, g), len(g.nodes), ", ".join(g.origins),
@@ -48,16 +47,7 @@ def render_record(record: GraphRecord, title: str) -> str:
         f"<p>{plural(schedule.kernel_count, 'kernel')}{copy_note} from {plural(len(record.loops.nodes), 'loop node')}. "
         "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
     ]
-    if drawing.collapses:
-        shown = drawing.boxes().drawn_count(graph)
-        parts += [f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {shown} shapes: a '
-                  "double-bordered box is one kernel (its ops counted; the widget expands it). Every node is "
-                  "drawn below, folded.</p>",
-                  picture_pane(drawing.dot(), title),
-                  details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by kernel; the pane scrolls)",
-                          picture_pane(drawing.dot(every_node=True), title))]
-    else:
-        parts.append(picture_pane(drawing.dot(), title))
+    parts.append(drawing_html(drawing))
     tree = kernel_tree(record)
     if tree.children:
         parts.append(details(f"kernels by module ({plural(len(schedule.groups), 'kernel')}; expand a module, then a "

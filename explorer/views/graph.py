@@ -28,16 +28,7 @@ def render(exp: Exploration) -> str:
         graph = captured.graph_module.graph
         parts.append(f"<h3>Captured graph {captured.index}: {plural(captured.op_count, 'op')}</h3>")
         drawing = graph_drawing(captured)
-        if drawing.collapses:
-            shown = drawing.boxes().drawn_count(graph)
-            parts.append(f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {shown} shapes: a '
-                         "double-bordered box is a collapsed module (its ops counted; the widget expands it). "
-                         "Every node is drawn below, folded.</p>")
-            parts.append(picture_pane(drawing.dot(), drawing.title))
-            parts.append(details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by module; the pane "
-                                 "scrolls)", picture_pane(drawing.dot(every_node=True), drawing.title)))
-        else:
-            parts.append(picture_pane(drawing.dot(), drawing.title))
+        parts.append(drawing_html(drawing))
         tree = graph_tree(graph)
         if tree.children:
             parts.append(details(f"outline by module ({plural(tree.count(), 'op')}; expand a module to see its "
@@ -55,6 +46,24 @@ def graph_drawing(captured) -> Drawing:
     clusters = module_clusters(graph)
     return Drawing(f"captured graph {captured.index}", graph, tuple(modules_of(graph)), overview_expansion(graph),
                    "module", (("clusters", clusters),))
+
+
+# The widget replaces what lies between these markers with its own drawing, which expands.
+DRAWING_START, DRAWING_END = "<!-- drawing -->", "<!-- /drawing -->"
+
+
+def drawing_html(drawing: Drawing) -> str:
+    """A large graph collapsed (modules or kernels as boxes), every node folded below; a small one whole."""
+    graph = drawing.graph
+    if not drawing.collapses:
+        return DRAWING_START + picture_pane(drawing.dot(), drawing.title) + DRAWING_END
+    what = "a collapsed module" if drawing.kind == "module" else "one kernel"
+    note = (f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {drawing.boxes().drawn_count(graph)} '
+            f"shapes: a double-bordered box is {what} (its ops counted; the widget expands it). Every node is "
+            "drawn below, folded.</p>")
+    full = details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by {drawing.kind}; the pane scrolls)",
+                   picture_pane(drawing.dot(every_node=True), drawing.title))
+    return DRAWING_START + note + picture_pane(drawing.dot(), drawing.title) + full + DRAWING_END
 
 
 def picture_pane(dot: str, alt: str) -> str:
