@@ -211,7 +211,9 @@ class ExplorerView:
         """Pick a graph, expand modules (or kernels) of its collapsed drawing, or draw every node."""
         drawings = self.drawings[tab]
         graph = widgets.Dropdown(options=[(d.title, i) for i, d in enumerate(drawings)], value=0, description="graph")
-        expand = widgets.SelectMultiple(options=drawings[0].choices, rows=6, description="expand")
+        # Module paths are long (transformer.h.11.attn.c_proj): a wide list; ctrl/shift-click picks several.
+        expand = widgets.SelectMultiple(options=drawings[0].choices, rows=8, description="expand",
+                                        layout=widgets.Layout(width="460px"))
         every_node = widgets.Checkbox(value=False, description="every node")
         pane = widgets.HTML()
 
