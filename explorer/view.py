@@ -11,18 +11,21 @@ search over nodes and kernels (`view.search("attn")` is the same search, as data
 
 from __future__ import annotations
 
+import re
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
+from explorer.collapse import Drawing
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
 from explorer.provenance import Provenance, provenance
 from explorer.render.html import Markup, esc, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
-from explorer.views.fusion import kernel_tree
-from explorer.views.kernels import line_html, node_html
+from explorer.views.fusion import kernel_clusters, kernel_drawing, kernel_tree
+from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane
+from explorer.views.kernels import FOLD_ABOVE, line_html, node_html, render_kernel
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.views.whatif import (
     WhatIf,
@@ -36,7 +39,7 @@ from explorer.views.whatif import (
 )
 from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
-ZOOMS = {"50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
+ZOOMS = {"25%": 0.25, "50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
 
 
@@ -74,8 +77,9 @@ class ExplorerView:
         return write_page(path, f"{self.exploration.title}: compiler explorer", self.html())
 
     def search(self, query: str) -> list[tuple[str, str, object]]:
-        """(graph, "node" or "kernel", item) for every FX node and kernel whose name, op, module path or
-        kernel contains `query` (case-insensitive)."""
+        """(graph, "node" | "kernel" | "primitive op", item) for every captured FX node, kernel and
+        primitive op (with the kernel computing it) whose name, op, module path or kernel contains `query`
+        (case-insensitive)."""
         found = []
         for record in self.session.all_records():
             where = f"graph {record.captured.index}" + (" (backward)" if record.part == "backward" else "")
@@ -83,6 +87,9 @@ class ExplorerView:
                 found += [(where, "node", n) for n in graph_tree(record.captured.graph_module.graph).find(query)]
             if record.prims is not None and record.schedule is not None:
                 found += [(where, "kernel", k) for k in kernel_tree(record).find(query)]
+                clusters, _ = kernel_clusters(record)
+                ops = graph_tree(record.prims.graph_module.graph, clusters, record.prims.node_prims)
+                found += [(where, "primitive op", op) for op in ops.find(query)]
         return found
 
     def why_fused(self, a: str, b: str, graph: int | None = None) -> WhyFused:
@@ -146,17 +153,26 @@ class ExplorerView:
             controls = []
             if title in ZOOMED_TABS and 'class="fxe-pic"' in html:
                 zoom = widgets.ToggleButtons(options=list(ZOOMS), value="100%", description="zoom",
-                                             tooltips=["half size", "natural size", "double size"])
-                zoom.observe(lambda change, body=body, html=html: setattr(
-                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
+                                             tooltips=["quarter size", "half size", "natural size", "double size"])
                 self._controls[(title, "zoom")] = zoom
                 controls.append(zoom)
+                if any(d.collapses for d in self.drawings.get(title, ())):
+                    controls += self._drawing_controls(widgets, title, zoom)
+                    # The static drawings are the pane's first picture: show each graph once.
+                    html = re.sub(f"{DRAWING_START}.*?{DRAWING_END}", '<p class="fxe-note">Drawn above: pick this '
+                                  "graph there, expand what you want to read, or draw every node.</p>", html,
+                                  flags=re.S)
+                    body.value = panel(html)
+                zoom.observe(lambda change, body=body, html=html: setattr(
+                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
             if title == "Graph":
                 search = widgets.Text(placeholder="search nodes and kernels: name, op or module",
                                       description="search", continuous_update=False)
                 results = widgets.HTML()
                 search.observe(lambda change, results=results: setattr(
                     results, "value", panel(self.search_html(change["new"]))), names="value")
+                if ("Graph", "redraw") in self._controls:  # search hits outlined red in the drawing
+                    search.observe(lambda _change: self._controls[("Graph", "redraw")](), names="value")
                 self._controls[(title, "search")] = search
                 self._controls[(title, "results")] = results
                 controls += [search, results]
@@ -164,6 +180,8 @@ class ExplorerView:
                 controls += self._why_fused_controls(widgets)
             if title == "Kernels" and self.provenance.nodes:
                 controls += self._provenance_controls(widgets)
+            if title == "Kernels" and len(self.kernel_choices()) > FOLD_ABOVE:
+                controls += self._kernel_picker(widgets)
             if title == "What-if" and self.exploration.program is not None:
                 controls += self._what_if_controls(widgets)
             if title == "Stepper" and self.steps:
@@ -172,6 +190,51 @@ class ExplorerView:
         tab = widgets.Tab(children=children)
         tab.titles = self.tab_titles
         return tab
+
+    @cached_property
+    def drawings(self) -> dict[str, list[Drawing]]:
+        """Tab -> the drawings its widget can collapse and expand: captured graphs (by module) in the
+        Graph tab, primitive graphs (by kernel) in the Fusion tab."""
+        return {"Graph": [graph_drawing(r.captured) for r in self.session.graphs],
+                "Fusion": [kernel_drawing(r, f"graph {r.captured.index}" + (" (backward)" if r.part == "backward"
+                                                                            else ""))
+                           for r in self.session.all_records() if r.prims is not None and r.schedule is not None]}
+
+    def drawing_html(self, tab: str, index: int = 0, expanded: Iterable[str] = (), every_node: bool = False,
+                     marked: Iterable[str] = (), zoom: float = 1.0) -> str:
+        """One drawing of `tab` with the modules (or kernels) in `expanded` drawn node by node."""
+        drawing = self.drawings[tab][index]
+        dot = drawing.dot(tuple(expanded), every_node=every_node, marked=set(marked))
+        return zoom_pictures(picture_pane(dot, drawing.title), zoom)
+
+    def _drawing_controls(self, widgets: Any, tab: str, zoom: Any) -> list:
+        """Pick a graph, expand modules (or kernels) of its collapsed drawing, or draw every node."""
+        drawings = self.drawings[tab]
+        graph = widgets.Dropdown(options=[(d.title, i) for i, d in enumerate(drawings)], value=0, description="graph")
+        # Module paths are long (transformer.h.11.attn.c_proj): a wide list; ctrl/shift-click picks several.
+        expand = widgets.SelectMultiple(options=drawings[0].choices, rows=8, description="expand",
+                                        layout=widgets.Layout(width="460px"))
+        every_node = widgets.Checkbox(value=False, description="every node")
+        pane = widgets.HTML()
+
+        def redraw(_change: Any = None) -> None:
+            search = self._controls.get(("Graph", "search"))
+            query = search.value if tab == "Graph" and search is not None else ""
+            marked = [n.name for n in graph_tree(drawings[graph.value].graph).find(query)] if query else ()
+            pane.value = panel(self.drawing_html(tab, graph.value, expand.value, every_node.value, marked,
+                                                 ZOOMS[zoom.value]))
+
+        def pick_graph(change: Any) -> None:
+            expand.options = drawings[change["new"]].choices
+            redraw()
+
+        graph.observe(pick_graph, names="value")
+        for control in (expand, every_node, zoom):
+            control.observe(redraw, names="value")
+        redraw()
+        self._controls.update({(tab, "graph"): graph, (tab, "expand"): expand, (tab, "every_node"): every_node,
+                               (tab, "drawing"): pane, (tab, "redraw"): redraw})
+        return [widgets.HBox(([graph] if len(drawings) > 1 else []) + [expand, every_node]), pane]
 
     @cached_property
     def steps(self) -> list[Step]:
@@ -222,6 +285,28 @@ class ExplorerView:
                      if change["new"] is not None else None, names="value")
         self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer})
         return [widgets.HBox([node, line]), answer]
+
+    def kernel_choices(self) -> list[tuple[str, tuple[str, int]]]:
+        """(label, (backend, index)) for every kernel of every backend shown."""
+        exp = self.exploration
+        several = len(exp.kernels) > 1
+        return [((f"[{b}] " if several else "") + k.name, (b, i)) for b, ks in exp.kernels.items()
+                for i, k in enumerate(ks)]
+
+    def _kernel_picker(self, widgets: Any) -> list:
+        """Many kernels: pick one to read instead of scrolling through every one."""
+        choices = self.kernel_choices()
+        picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, value=None, description="kernel")
+        shown = widgets.HTML()
+
+        def show(change: Any) -> None:
+            if change["new"] is not None:
+                backend, index = change["new"]
+                shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance))
+
+        picker.observe(show, names="value")
+        self._controls.update({("Kernels", "kernel"): picker, ("Kernels", "kernel_source"): shown})
+        return [picker, shown]
 
     def what_if(self, repeats: int = 5, **changes: Any) -> WhatIf:
         """Compile the program again with other options and compare: `view.what_if(fusion=False).rows()`."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import html
 import re
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -30,7 +31,8 @@ TAG_STYLES = {
     "h4": "font-size:13px;margin:12px 0 4px;font-family:monospace",
 }
 CLASS_STYLES = {
-    "fxe": FONT,
+    # Nothing wider than the notebook: a wide table or picture scrolls inside the view.
+    "fxe": FONT + ";max-width:100%;overflow-x:auto",
     "fxe-head": "font-weight:600;margin:4px 0 8px",
     "fxe-note": "color:#5f6368",
     "fxe-bad": "color:#b3261e",
@@ -87,15 +89,24 @@ def message(text: str, css_class: str = "fxe-bad") -> str:
 
 def panel(body_html: str) -> str:
     """One view's HTML, styled inline: used alone inside a widget tab."""
-    return inline_styles(f'<div class="fxe">{body_html}</div>')
+    return inline_styles('<div class="fxe">') + _styled(body_html) + "</div>"
+
+
+# A large graph's tabs are megabytes of HTML, styled once for the widget and once for the static
+# fallback: style each tab's HTML once (styling works tag by tag, so pieces can be styled apart).
+@lru_cache(maxsize=64)
+def _styled(markup: str) -> str:
+    return inline_styles(markup)
 
 
 def tabbed(headline_html: str, sections: dict[str, str]) -> str:
     """A self-contained HTML fragment, one <details> per section (the first open): tabs that open and
     close without JavaScript or a stylesheet, and read in turn where neither runs."""
-    panels = [f'<details class="fxe-tab"{" open" if i == 0 else ""}><summary class="fxe-tab-title">{esc(title)}'
-              f"</summary>{body}</details>" for i, (title, body) in enumerate(sections.items())]
-    return inline_styles(f'<div class="fxe"><div class="fxe-head">{headline_html}</div>{"".join(panels)}</div>')
+    panels = [inline_styles(f'<details class="fxe-tab"{" open" if i == 0 else ""}><summary class="fxe-tab-title">'
+                            f"{esc(title)}</summary>") + _styled(body) + "</details>"
+              for i, (title, body) in enumerate(sections.items())]
+    head = inline_styles(f'<div class="fxe"><div class="fxe-head">{headline_html}</div>')
+    return f"{head}{''.join(panels)}</div>"
 
 
 _TAG = re.compile(r"<([a-z][a-z0-9]*)\b([^<>]*)>")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from functools import lru_cache
 
 import graphviz
 
@@ -21,6 +22,12 @@ _POINTS = {"pt": 96 / 72, "px": 1.0, "in": 96.0}
 
 def dot_to_svg(dot: str, alt: str = "graph") -> str:
     """An <img> of the rendered graph at its natural size (put it in a scrolling pane: fxe-graph)."""
+    return _dot_to_svg(dot, alt)
+
+
+# The widget draws again what the static HTML drew (the first picture of a collapsible drawing).
+@lru_cache(maxsize=64)
+def _dot_to_svg(dot: str, alt: str) -> str:
     try:
         svg = graphviz.Source(dot).pipe(format="svg", encoding="utf-8")
     except graphviz.ExecutableNotFound:

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler_core.analysis.dot import fx_graph_to_dot
 from compiler_core.session import GraphRecord
+from explorer.collapse import Drawing
 from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, NodeRow, module_tree, node_rows
 from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
-from explorer.render.svg import dot_to_svg
+from explorer.views.graph import drawing_html
 from explorer.why import refusals
 
 # Light fills (the tab10 palette's pastel half), so labels stay readable on top.
@@ -36,9 +36,7 @@ def render_record(record: GraphRecord, title: str) -> str:
     if record.prims is None or record.schedule is None:
         why = record.fallback_reason or "the compiler did not reach the fusion stage"
         return message(f"No fusion to show: {why}")
-    clusters, colors = kernel_clusters(record)
-    dot = fx_graph_to_dot(record.prims.graph_module.graph, f"{title}: one box per kernel",
-                          labels=record.prims.node_prims, clusters=clusters, colors=colors)
+    drawing = kernel_drawing(record, title)
     schedule = record.schedule
     names = fx_names(record.loops)
     rows = [(Markup(f"<code>{esc(g.name)}</code>"), group_kind(record, g), len(g.nodes), ", ".join(g.origins),
@@ -48,8 +46,8 @@ def render_record(record: GraphRecord, title: str) -> str:
     parts = [
         f"<p>{plural(schedule.kernel_count, 'kernel')}{copy_note} from {plural(len(record.loops.nodes), 'loop node')}. "
         "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
-        f'<div class="fxe-graph">{dot_to_svg(dot, alt=title)}</div>',
     ]
+    parts.append(drawing_html(drawing))
     tree = kernel_tree(record)
     if tree.children:
         parts.append(details(f"kernels by module ({plural(len(schedule.groups), 'kernel')}; expand a module, then a "
@@ -81,6 +79,15 @@ def render_record(record: GraphRecord, title: str) -> str:
         parts.append(details(f"memory plan: peak {memory.peak_bytes_planned:,} bytes planned, "
                              f"{memory.peak_bytes_unplanned:,} without reuse", f"<pre>{esc(memory.pretty())}</pre>"))
     return "".join(parts)
+
+
+def kernel_drawing(record: GraphRecord, title: str) -> Drawing:
+    """The primitive graph boxed (and coloured) by kernel; large graphs collapse to a box per kernel."""
+    clusters, colors = kernel_clusters(record)
+    kernels = tuple(dict.fromkeys(clusters.values()))
+    style = (("labels", record.prims.node_prims), ("clusters", clusters), ("colors", colors))
+    return Drawing(title, record.prims.graph_module.graph, kernels, frozenset(), "kernel",
+                   style)
 
 
 @dataclass(frozen=True)
@@ -173,9 +180,13 @@ def kernel_clusters(record: GraphRecord) -> tuple[dict[str, str], dict[str, str]
     clusters: dict[str, str] = {}
     colors: dict[str, str] = {}
     kernel_index = 0
+    calls: dict[str, int] = {}
     for group in record.schedule.groups:
         if group.kind == "extern":
-            label, color = f"extern: {group.name}", EXTERN_COLOR
+            # Extern calls of one op share a name: number them, or every matmul would be one box.
+            calls[group.name] = calls.get(group.name, 0) + 1
+            label, color = f"extern: {group.name}" + (f" #{calls[group.name]}" if calls[group.name] > 1 else ""), \
+                EXTERN_COLOR
         else:
             label, color = group.name, PALETTE[kernel_index % len(PALETTE)]
             kernel_index += 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Callable, Optional
 
-from compiler_core.analysis.dot import fx_graph_to_dot
+from explorer.collapse import Drawing, modules_of, overview_expansion
 from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, graph_tree, module_clusters
 from explorer.render.code import highlight_code
@@ -27,9 +27,8 @@ def render(exp: Exploration) -> str:
         captured = record.captured
         graph = captured.graph_module.graph
         parts.append(f"<h3>Captured graph {captured.index}: {plural(captured.op_count, 'op')}</h3>")
-        clusters = module_clusters(graph)
-        title = f"captured graph {captured.index}" + ("; boxes: modules" if clusters else "")
-        parts.append(picture_pane(fx_graph_to_dot(graph, title, clusters=clusters), title))
+        drawing = graph_drawing(captured)
+        parts.append(drawing_html(drawing))
         tree = graph_tree(graph)
         if tree.children:
             parts.append(details(f"outline by module ({plural(tree.count(), 'op')}; expand a module to see its "
@@ -39,6 +38,32 @@ def render(exp: Exploration) -> str:
             parts.append(details("after decomposition into primitives (ATen; the Fusion tab draws this graph)",
                                  highlight_code(record.prims.pretty(), "python")))
     return "".join(parts)
+
+
+def graph_drawing(captured) -> Drawing:
+    """The captured graph's drawing: modules collapsed to an overview, boxed by module when expanded."""
+    graph = captured.graph_module.graph
+    clusters = module_clusters(graph)
+    return Drawing(f"captured graph {captured.index}", graph, tuple(modules_of(graph)), overview_expansion(graph),
+                   "module", (("clusters", clusters),))
+
+
+# The widget replaces what lies between these markers with its own drawing, which expands.
+DRAWING_START, DRAWING_END = "<!-- drawing -->", "<!-- /drawing -->"
+
+
+def drawing_html(drawing: Drawing) -> str:
+    """A large graph collapsed (modules or kernels as boxes), every node folded below; a small one whole."""
+    graph = drawing.graph
+    if not drawing.collapses:
+        return DRAWING_START + picture_pane(drawing.dot(), drawing.title) + DRAWING_END
+    what = "a collapsed module" if drawing.kind == "module" else "one kernel"
+    note = (f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {drawing.boxes().drawn_count(graph)} '
+            f"shapes: a double-bordered box is {what} (its ops counted; the widget expands it). Every node is "
+            "drawn below, folded.</p>")
+    full = details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by {drawing.kind}; the pane scrolls)",
+                   picture_pane(drawing.dot(every_node=True), drawing.title))
+    return DRAWING_START + note + picture_pane(drawing.dot(), drawing.title) + full + DRAWING_END
 
 
 def picture_pane(dot: str, alt: str) -> str:

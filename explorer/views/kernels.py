@@ -18,6 +18,7 @@ from explorer.render.code import highlight_code
 from explorer.render.html import Markup, details, esc, message, plural, table
 
 BACKEND_TITLES = {"cpp": "C++ / OpenMP (CPU)", "triton": "Triton"}
+FOLD_ABOVE = 8  # more kernels than this: each folded in a <details>, so the tab is a list, not one long column
 
 
 def render(exp: Exploration) -> str:
@@ -38,14 +39,27 @@ def render(exp: Exploration) -> str:
         if backend in exp.kernel_notes:
             parts.append(message(exp.kernel_notes[backend]))
         checks = _checks(exp) if backend == exp.backend else {}
-        for kernel in exp.kernels.get(backend, ()):
-            parts.append(render_kernel(kernel, checks.get(kernel.name), prov))
+        kernels = exp.kernels.get(backend, ())
+        if len(kernels) > FOLD_ABOVE:
+            parts.append(f'<p class="fxe-note">{plural(len(kernels), "kernel")}: each folded under its name '
+                         "(the widget's kernel picker shows one at a time).</p>")
+        for kernel in kernels:
+            shown = render_kernel(kernel, checks.get(kernel.name), prov)
+            parts.append(details(f"{kernel.name}: {kernel_summary(kernel)}", shown) if len(kernels) > FOLD_ABOVE
+                         else shown)
         if backend == exp.backend:
             for record in exp.session.all_records():
                 if record.wrapper is not None:
                     parts.append(details(f"host program of graph {record.captured.index} (allocates, launches, frees)",
                                          highlight_code(record.wrapper.source, "python")))
     return "".join(parts)
+
+
+def kernel_summary(kernel: KernelSource) -> str:
+    """One line for a folded kernel: its kind, size and what it computes."""
+    more = len(kernel.origins) - 6
+    origins = ", ".join(kernel.origins[:6]) + (f" and {more} more" if more > 0 else "")
+    return f"{kernel.kind}, {plural(len(kernel.source.splitlines()), 'line')}, computes {origins or '-'}"
 
 
 def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, prov: Optional[Provenance] = None) -> str:

@@ -138,11 +138,18 @@ def lifetime_plot(model: MemoryModel) -> str:
     steps = len(model.steps)
     fig = new_figure(6.8, 0.9 + 0.32 * len(rows))
     ax = fig.add_subplot()
+    # One barh call per (colour, hatched) pair: a bar call per buffer made a training graph's plots slow.
+    bars: dict[tuple[int, bool], list[tuple[int, Lifetime]]] = {}
     for y, row in enumerate(rows):
         for i, t in enumerate(row.lifetimes):
-            color = PALETTE[i % len(PALETTE)]
-            ax.barh(y, t.last - t.first + 0.8, left=t.first - 0.4, height=0.6, color=color, alpha=0.8,
-                    hatch="//" if t.held_to_end else None, edgecolor="white" if t.held_to_end else color)
+            bars.setdefault((i % len(PALETTE), t.held_to_end), []).append((y, t))
+    for (i, held), found in bars.items():
+        color = PALETTE[i]
+        ax.barh([y for y, _ in found], [t.last - t.first + 0.8 for _, t in found],
+                left=[t.first - 0.4 for _, t in found], height=0.6, color=color, alpha=0.8,
+                hatch="//" if held else None, edgecolor="white" if held else color)
+    for y, row in enumerate(rows):
+        for i, t in enumerate(row.lifetimes):
             ax.text(t.first - 0.35, y, t.label[:28], va="center", fontsize=7, color="white" if i % 2 == 0 else "black",
                     clip_on=True)
     ax.set_yticks(range(len(rows)), [f"{r.storage} ({_size(r.nbytes)})" for r in rows], fontsize=7)
