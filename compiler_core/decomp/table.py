@@ -15,6 +15,7 @@ import torch
 
 from compiler_core import _compat
 from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.decomp.foreach import foreach_decompositions
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -51,7 +52,7 @@ DECOMPOSE = [
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE}
+    table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions()}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
