@@ -69,3 +69,16 @@ def test_loop_graph_and_schedule_look_up_by_name():
         assert node.name in sched.group_of(node.name).nodes
     with pytest.raises(KeyError):
         loops.node("no_such_node")
+
+
+def test_the_elementwise_fast_path_takes_the_same_decisions(monkeypatch):
+    # _Scheduler._elementwise_chain skips building plans it knows cannot refuse: the schedule (every
+    # group and every decision with its reason) must be what building each plan gives.
+    from compiler_core.schedule import fusion
+
+    loops = _loops(3)
+    _, fast = schedule_with_epilogues(loops)
+    monkeypatch.setattr(fusion._Scheduler, "CHAIN_FAST_PATH_MAX", 0)
+    _, built = schedule_with_epilogues(loops)
+    assert fast.pretty() == built.pretty()
+    assert fast.kernel_count == built.kernel_count > 5
