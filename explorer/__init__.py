@@ -41,7 +41,11 @@ def load_ipython_extension(ipython: Any) -> None:
     """`%load_ext explorer`: registers the %%fcompile cell magic (and the %fcompile line magic)."""
     from explorer.magic import FcompileMagics
 
-    ipython.register_magics(FcompileMagics)
+    magics = FcompileMagics(ipython)
+    ipython.register_magics(magics)
+    # `%config FcompileMagics.backend = "cpp"` reaches the configurables the shell lists.
+    if magics not in ipython.configurables:
+        ipython.configurables.append(magics)
 
 
 def unload_ipython_extension(ipython: Any) -> None:
@@ -52,6 +56,7 @@ def unload_ipython_extension(ipython: Any) -> None:
         if isinstance(getattr(magics[kind].get("fcompile"), "__self__", None), FcompileMagics):
             del magics[kind]["fcompile"]
     ipython.magics_manager.registry.pop("FcompileMagics", None)
+    ipython.configurables = [c for c in ipython.configurables if not isinstance(c, FcompileMagics)]
 
 
 __all__ = ["explore", "ExplorerView", "load_ipython_extension", "unload_ipython_extension"]

@@ -30,6 +30,7 @@ import torch
 from IPython.core.magic import Magics, line_cell_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 from IPython.display import display
+from traitlets import Enum, Int, Unicode
 
 import compiler_core as cc
 from compiler_core.api import training_loss
@@ -76,6 +77,15 @@ class CachedCell:
 
 @magics_class
 class FcompileMagics(Magics):
+    """Defaults for every cell, set with `%config FcompileMagics.backend = "cpp"` (or in an IPython
+    profile's config); an option on the cell's own line wins."""
+
+    backend = Enum(("auto", "cpp", "triton"), "auto", help="default --backend").tag(config=True)
+    mode = Enum(("default", "reduce-overhead", "max-autotune"), "default", help="default --mode").tag(config=True)
+    repeats = Int(5, help="default --repeats: timed runs of eager and compiled for the view").tag(config=True)
+    kernels_for = Unicode("", help="default --kernels-for (comma-separated backends; empty: the one that runs)"
+                          ).tag(config=True)
+
     def __init__(self, shell: Any):
         super().__init__(shell)
         self.last_view: Optional[ExplorerView] = None
@@ -83,11 +93,11 @@ class FcompileMagics(Magics):
         self._compiled: dict[str, CachedCell] = {}
 
     @magic_arguments()
-    @argument("--backend", choices=("auto", "cpp", "triton"), default="auto",
+    @argument("--backend", choices=("auto", "cpp", "triton"), default=None,
               help="code generator: cpp (C++/OpenMP), triton (GPU; the interpreter on CPU), "
-                   "auto (Triton for CUDA tensors, C++ otherwise). Default: auto.")
-    @argument("--mode", choices=("default", "reduce-overhead", "max-autotune"), default="default",
-              help="compile mode, as in compiler_core.compile. Default: default.")
+                   "auto (Triton for CUDA tensors, C++ otherwise). Default: auto (%%config FcompileMagics.backend).")
+    @argument("--mode", choices=("default", "reduce-overhead", "max-autotune"), default=None,
+              help="compile mode, as in compiler_core.compile. Default: default (%%config FcompileMagics.mode).")
     @argument("--train", action="store_true",
               help="a training step: the cell's floating-point input tensors require grad (on copies), and after "
                    "the cell the sum of mean squares of its results is backpropagated through the compiled backward.")
@@ -101,10 +111,12 @@ class FcompileMagics(Magics):
     @argument("--debug", action="store_true", help="on an error, show the compiler's traceback after the message.")
     @argument("-o", "--output", default=None, metavar="VAR",
               help="store the CompileSession in the notebook variable VAR (stages, kernels, breaks, recompiles).")
-    @argument("--repeats", type=int, default=5, help="timed runs of eager and compiled for the view. Default: 5.")
+    @argument("--repeats", type=int, default=None,
+              help="timed runs of eager and compiled for the view. Default: 5 (%%config FcompileMagics.repeats).")
     @argument("--kernels-for", default=None, metavar="BACKENDS",
               help="comma-separated backends whose kernel source the view shows, e.g. cpp,triton "
-                   "(the others are compiled only to show their source). Default: the backend that runs.")
+                   "(the others are compiled only to show their source). Default: the backend that runs "
+                   "(%%config FcompileMagics.kernels_for).")
     @line_cell_magic
     def fcompile(self, line: str, cell: Optional[str] = None) -> Any:
         """Compile the cell with compiler_core; tensors it reads become the inputs of the compiled graph.
@@ -123,7 +135,7 @@ class FcompileMagics(Magics):
         compiles one statement.
         """
         options, code = _split_options(line) if cell is None else (line, cell)
-        args = parse_argstring(self.fcompile, options)
+        args = self._with_settings(parse_argstring(self.fcompile, options))
         _check_options(args)
         if not code.strip():
             raise FcompileError("nothing to compile: put the code in the cell below %%fcompile "
@@ -160,6 +172,15 @@ class FcompileMagics(Magics):
         if not args.no_view:
             self._show_view_after_cell(entry, program, values, args)
         return value
+
+    def _with_settings(self, args: Any) -> Any:
+        """Options the cell's line leaves out take the %config settings."""
+        for name in ("backend", "mode", "repeats"):
+            if getattr(args, name) is None:
+                setattr(args, name, getattr(self, name))
+        if args.kernels_for is None:
+            args.kernels_for = self.kernels_for or None
+        return args
 
     def _compile(self, code: str, args: Any, ns: dict) -> tuple[CellProgram, CachedCell]:
         # The file name names the cell's text, so tracebacks and graph breaks say "<fcompile cell 1a2b3c4d>".

@@ -243,3 +243,23 @@ def test_compare_inductor_fills_the_compare_tab(shell):
         assert program.kernels[0].name in view.sections["Compare"]
     else:
         assert program.note in html.unescape(view.sections["Compare"])
+
+
+def test_config_sets_defaults_that_a_cells_own_option_overrides(shell):
+    result = shell.run_cell('%config FcompileMagics.backend = "triton"\n%config FcompileMagics.repeats = 0')
+    assert result.success, result.error_in_exec
+    assert magics(shell).backend == "triton" and magics(shell).repeats == 0
+    with capture_output():
+        assert shell.run_cell("%%fcompile -o s1\ny = torch.relu(x) + 1").success
+    s1 = shell.user_ns["s1"]
+    assert s1.kernels and all(k.backend == "triton" for k in s1.kernels)
+    torch.testing.assert_close(shell.user_ns["y"], torch.relu(shell.user_ns["x"]) + 1)
+    assert magics(shell).last_view.exploration.timing is None  # repeats 0: not timed
+    with capture_output():
+        assert shell.run_cell("%%fcompile --backend cpp -o s2\nz = torch.relu(x) * 3").success
+    assert all(k.backend == "cpp" for k in shell.user_ns["s2"].kernels)
+    torch.testing.assert_close(shell.user_ns["z"], torch.relu(shell.user_ns["x"]) * 3)
+    # A setting outside the allowed values is refused (traitlets) and the old one stays.
+    with capture_output():
+        shell.run_cell('%config FcompileMagics.backend = "cuda"')
+    assert magics(shell).backend == "triton"
