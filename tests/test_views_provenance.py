@@ -105,3 +105,22 @@ def test_static_kernels_tab_annotates_every_line_with_its_nodes(view):
             code = kernel.source.split("\n")[line - 1]
             assert re.search(re.escape(code) + r" *// <- " + re.escape(", ".join(nodes)), static)
     assert f"from the backward of line {LINE_SIN} in sin_mm_softmax" in static  # the per-kernel node table
+
+
+def test_each_kernel_carries_its_plan_and_the_kernels_tab_shows_it():
+    # The kernel IR (issue 6 item 1): stored on the kernel it was printed into, shown folded under it.
+    import compiler_core as cc
+    from explorer import explore
+
+    def softmax_twice(x):
+        return torch.softmax(x, -1) * 2
+
+    x = torch.randn(16, 64)
+    session = cc.explain(softmax_twice, x)
+    (kernel,) = session.kernels
+    text = kernel.plan.pretty()
+    assert "x=[16], r=[64]" in text and "amax(" in text and "sum(" in text and "# index: int32" in text
+    assert kernel.plan.name == kernel.name
+    view = explore(softmax_twice, x, repeats=0, kernels_for=())
+    assert "kernel plan (the IR both code generators print)" in view.sections["Kernels"]
+    torch.testing.assert_close(cc.compile(softmax_twice)(x), softmax_twice(x))

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Optional
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Optional
 
 import torch
+
+if TYPE_CHECKING:
+    from compiler_core.schedule.kernel_plan import KernelPlan
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,8 @@ class KernelSource:
     segments: tuple[int, ...] = ()
     index_dtype: str = "int32"  # the kernel's index arithmetic (schedule/plan_passes.choose_index_width)
     split: Optional[SplitLaunch] = None  # a reduction split across programs: two kernels, one launch each
+    # The kernel IR this source prints (after the plan passes): `plan.pretty()` shows it.
+    plan: Optional["KernelPlan"] = field(default=None, compare=False, repr=False)
 
     @property
     def function_names(self) -> tuple[str, ...]:

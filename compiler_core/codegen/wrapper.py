@@ -16,6 +16,7 @@ input called `rt` or `torch`) can shadow a helper, a kernel or another local.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
@@ -88,7 +89,8 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
             return generate_cpp_kernel(plan, aliased=aliased)
         return generate_triton_kernel(plan, interpret=interpret, aliased=aliased)
 
-    kernels = tuple(generate(plans[g.name]) for g in sched.groups if g.name in plans)
+    kernels = tuple(dataclasses.replace(generate(plans[g.name]), plan=plans[g.name])
+                    for g in sched.groups if g.name in plans)
     return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
                                  check_kernels=check_kernels)
 

@@ -26,6 +26,7 @@ from compiler_core.ir.values import (
     Op,
     ReductionResult,
     Value,
+    format_value,
     rebuild,
     subs_index,
     walk,
@@ -217,6 +218,29 @@ class KernelPlan:
     def may_flag_errors(self) -> bool:
         """Whether a kernel can set the error flag the runtime turns into eager's exception."""
         return self.divides_integers() or self.reads_positions()
+
+    def pretty(self) -> str:
+        """The kernel IR both code generators print: iteration space, the passes' decisions, the
+        parameters and the buffers behind them, then each pass over memory with its steps."""
+        head = f"# kernel plan {self.name}: {self.space.describe()}; index {self.index_dtype}"
+        head += f"; split across {self.split} programs per row" if self.split > 1 else ""
+        lines = [head, *(f"# {note}" for note in self.notes)]
+        params = [n for n, _ in self.inputs] + [n for n, _ in self.outputs]
+        lines += [f"# {p} = {b}" for p, b in zip(params, self.arguments)]
+        for seg in self.segments:
+            lines += [f"segment {seg.name}:"] + ["    " + ln for ln in seg.pretty().splitlines()]
+        passes = self.phases() if self.is_reduction else ([("loop", list(self.steps))] if self.steps else [])
+        for kind, steps in passes:
+            where = ("for each x:" if not self.is_reduction else
+                     "for each x, one pass over r:" if kind == "loop" else "for each x, after the pass:")
+            lines.append(where)
+            for step in steps:
+                value = format_value(step.value)
+                if step.reduction_type:
+                    value = f"{step.reduction_type}({value})"
+                target = f"{step.store_buffer}[{step.store_index}]" if step.store_buffer else f"{step.node} (kept)"
+                lines.append(f"    {target} = {value}    # {step.node}")
+        return "\n".join(lines)
 
     def phases(self) -> list[tuple[str, list[Step]]]:
         """Steps grouped into ("loop", full steps sharing one pass over r) and ("row", [step]) items,

@@ -72,9 +72,12 @@ def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, pro
     # HTML, where nothing can be clicked.
     annotated = (details(f"{kernel.name} with the FX nodes of each line",
                          highlight_code(kernel.annotated(), kernel.backend)) if kernel.line_origins else "")
+    # The kernel IR the source was printed from: space, the plan passes' decisions, each pass over memory.
+    plan = (details(f"{kernel.name}: kernel plan (the IR both code generators print)",
+                    highlight_code(kernel.plan.pretty(), "plain")) if kernel.plan is not None else "")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
             + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend)
-            + annotated + (_origins_table(kernel, prov) if prov is not None else ""))
+            + annotated + plan + (_origins_table(kernel, prov) if prov is not None else ""))
 
 
 def _origins_table(kernel: KernelSource, prov: Provenance) -> str:
