@@ -14,7 +14,7 @@ import pytest
 import torch
 
 import compiler_core as cc
-from compiler_core.runtime import autotune, build, cache
+from compiler_core.runtime import autotune, cache, cpp_build, triton_load
 
 X = torch.randn(64)
 
@@ -144,7 +144,7 @@ def test_triton_source_on_disk_is_rewritten_never_run(cache_root, monkeypatch):
     (path,) = (cache_root / "triton").glob("*.py")
     genuine = path.read_text()
     path.write_text("raise SystemExit('planted')\n")
-    monkeypatch.setattr(build, "_LOADED_TRITON", {})  # as in a new process
+    monkeypatch.setattr(triton_load, "_LOADED_TRITON", {})  # as in a new process
     _compile_and_check(fn, backend="triton")
     assert path.read_text() == genuine
 
@@ -198,9 +198,9 @@ def test_a_different_cpu_compiler_or_flags_builds_anew(cache_root, monkeypatch, 
     if change == "isa":
         monkeypatch.setattr(cache, "native_target", lambda compiler: "-march= some-other-cpu")
     elif change == "compiler_version":
-        monkeypatch.setattr(build, "_compiler_version", lambda: "g++ 99.0")
+        monkeypatch.setattr(cpp_build, "_compiler_version", lambda: "g++ 99.0")
     else:
-        monkeypatch.setattr(build, "CXX_FLAGS", [*build.CXX_FLAGS, "-DFC_SOME_FLAG"])
+        monkeypatch.setattr(cpp_build, "CXX_FLAGS", [*cpp_build.CXX_FLAGS, "-DFC_SOME_FLAG"])
     s = _compile_and_check(fn)
     assert not s.graphs[0].artifact.cache_hit
     assert Path(s.graphs[0].artifact.library_path) != before

@@ -1,7 +1,7 @@
 """The primitive op set: everything after decomposition is one of these, or an extern call.
 
 Both code generators implement exactly these primitives and nothing else, so this table is the
-contract between lowering (compiler_core/ir/lowering.py) and codegen (compiler_core/codegen/).
+contract between lowering (compiler_core/ir/lowering/) and codegen (compiler_core/codegen/).
 Semantics follow PyTorch's elementwise ops on the computation dtype (fp32 for bf16/fp16 inputs).
 """
 

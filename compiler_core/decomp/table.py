@@ -153,7 +153,7 @@ PRIMS_POINTWISE = {
 }
 # prims that exist only once torch._inductor is imported (Dynamo imports it for torch.optim's foreach
 # steps, whose addcmul and lerp become prims.fma): matched by name, as `prims.fma` may not resolve here.
-# fma is not a primitive of ours: lowering.py computes it as a multiply and an add.
+# fma is not a primitive of ours: lowering (ir/lowering/pointwise.py) computes it as a multiply and an add.
 PRIMS_BY_NAME = {"prims.fma": "fma"}
 
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.

@@ -1,0 +1,348 @@
+"""Lowering: PrimGraph (ATen FX graph with shapes) -> LoopGraph: the walk over the graph, views,
+extern calls, and the helpers every handler uses. The handlers per primitive are in the sibling
+modules; `handlers.py` maps primitive names to them."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable
+
+import torch
+
+from compiler_core import _compat
+from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
+from compiler_core.ir.index import Index, linear_index
+from compiler_core.ir.values import (
+    Cast,
+    Constant,
+    Load,
+    Value,
+    subs_index,
+)
+
+LOW_PRECISION = (torch.float16, torch.bfloat16)
+SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
+                    torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+class LoweringError(Exception):
+    """This graph cannot be lowered; the caller runs it in eager PyTorch."""
+
+
+def compute_dtype(dtype: torch.dtype) -> torch.dtype:
+    """bf16/fp16 values are computed in fp32 and rounded once on store."""
+    return torch.float32 if dtype in LOW_PRECISION else dtype
+
+
+class Lowering:
+    """One graph's lowering; `handlers` (handlers.py) map each primitive to the function that lowers it."""
+
+    def __init__(self, prims: PrimGraph, handlers: dict[str, Callable]):
+        self.prims = prims
+        self.handlers = handlers
+        self.gm = prims.graph_module
+        self.values: dict[str, Any] = {}  # FX node name -> ViewRef | tuple of ViewRef | Python scalar
+        self.nodes: list[LoopNode] = []
+        self.inputs: list[Buffer] = []
+        self.constants: dict[str, torch.Tensor] = {}
+        self.device = "cpu"
+        self.source_fn = ""
+        self.used_names: set[str] = set()
+        self.buffer_devices: dict[str, str] = {}  # inputs, constants and extern results on their devices
+
+    def fresh_name(self, wanted: str) -> str:
+        """A buffer name no other buffer of this graph has: graph inputs keep their FX names, so an
+        input called `buf3` must not meet the buffer the lowering would call `buf3`."""
+        name = wanted
+        while name in self.used_names:
+            name += "_"
+        self.used_names.add(name)
+        return name
+
+    # ---- driver -------------------------------------------------------------------------
+    def run(self) -> LoopGraph:
+        self.device = _graph_device(self.gm)
+        outputs: tuple = ()
+        for node in self.gm.graph.nodes:
+            if node.op == "placeholder":
+                self._placeholder(node)
+            elif node.op == "get_attr":
+                self._constant(node)
+            elif node.op == "call_function":
+                self._call(node)
+            elif node.op == "output":
+                outputs = tuple(self._output_value(a) for a in _flatten(node.args[0]))
+        return LoopGraph(inputs=tuple(self.inputs), nodes=tuple(self.nodes), outputs=outputs,
+                         constants=self.constants, device=self.device, values=dict(self.values))
+
+    def _output_value(self, arg: Any) -> Any:
+        if isinstance(arg, torch.fx.Node):
+            return self.values[arg.name]
+        return arg
+
+    def _placeholder(self, node: torch.fx.Node) -> None:
+        val = _compat.fake_value(node)
+        if not isinstance(val, torch.Tensor):
+            raise LoweringError(f"input {node.name} is a {type(val).__name__}, not a tensor (dynamic shapes are "
+                                "not supported yet: compile with dynamic=False)")
+        self._check_dtype(val.dtype, node)
+        self.device = val.device.type
+        buf = Buffer(self.fresh_name(node.name), val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0),
+                     val.device.type, kind="input")
+        self.inputs.append(buf)
+        self.values[node.name] = ViewRef(buf.name, buf.layout, buf.dtype)
+
+    def _constant(self, node: torch.fx.Node) -> None:
+        tensor = getattr(self.gm, node.target)
+        name = self.fresh_name(node.name)
+        layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
+        self.constants[name] = tensor
+        self.buffer_devices[name] = tensor.device.type
+        self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type, kind="constant"))
+        self.values[node.name] = ViewRef(name, layout, tensor.dtype)
+
+    def _call(self, node: torch.fx.Node) -> None:
+        prim = self.prims.node_prims[node.name]
+        if prim == "getitem":
+            source, i = node.args
+            self.values[node.name] = self.values[source.name][i]
+            return
+        val = _compat.fake_value(node)
+        self.source_fn = _source_fn(node)
+        if isinstance(val, torch.Tensor):
+            self._check_dtype(val.dtype, node)
+        handler = self.handlers.get(prim)
+        if prim == "view":
+            self.values[node.name] = self._view(node, val)
+        elif prim == "extern" or handler is None:
+            self._extern(node, self.prims.externs.get(node.name, f"no lowering for {prim}"))
+        else:
+            try:
+                self.values[node.name] = handler(self, node, val)
+            except Unsupported as why:
+                self._extern(node, f"no lowering for {node.target} with these arguments: {why}")
+
+    def _check_dtype(self, dtype: torch.dtype, node: torch.fx.Node) -> None:
+        if dtype not in SUPPORTED_DTYPES:
+            raise LoweringError(f"{node.name} has dtype {dtype}, which the code generators do not support")
+
+    # ---- building blocks ----------------------------------------------------------------
+    def new_buffer(self, node: torch.fx.Node, val: torch.Tensor) -> Buffer:
+        layout = Layout(tuple(val.shape), tuple(val.stride()), 0)
+        if not layout.is_dense():
+            layout = Layout.contiguous(tuple(val.shape))
+        if val.device.type != self.device:
+            # A CPU tensor made inside a CUDA graph (a lifted constant, torch.tensor(0.0)): our kernels
+            # run on one device, so PyTorch makes it.
+            raise Unsupported(f"its result lives on {val.device.type}, not on the graph's device {self.device}")
+        name = self.fresh_name(f"buf{len(self.nodes)}")
+        self.buffer_devices[name] = val.device.type
+        return Buffer(name, val.dtype, layout, val.device.type)
+
+    def load(self, arg: Any, out_shape: tuple[int, ...], var_names: list[str], dtype: torch.dtype) -> Value:
+        """Value of `arg` at the output point named by `var_names`, broadcast, cast to `dtype`."""
+        if not isinstance(arg, torch.fx.Node):
+            return Constant(scalar_of(arg, dtype), dtype)
+        view = self.values[arg.name]
+        if not isinstance(view, ViewRef):
+            raise Unsupported(f"argument {arg.name} is not a tensor")
+        if self.buffer_devices.get(view.buffer, self.device) != self.device:
+            raise Unsupported(f"argument {arg.name} lives on {self.buffer_devices[view.buffer]}, "
+                               f"not on the graph's device {self.device}")
+        index = broadcast_index(view.layout, out_shape, var_names)
+        value: Value = Load(view.buffer, index, view.dtype)
+        return value if view.dtype == dtype else Cast(value, dtype)
+
+    def add_node(self, node: LoopNode) -> ViewRef:
+        self.nodes.append(dataclasses.replace(node, source_fn=self.source_fn))
+        return ViewRef(node.output.name, node.output.layout, node.output.dtype)
+
+    def pointwise(self, node: torch.fx.Node, val: torch.Tensor, body_fn: Callable[[list[str]], Value],
+                  origin: str | None = None) -> ViewRef:
+        buf = self.new_buffer(node, val)
+        names = [f"x{i}" for i in range(val.dim())]
+        body = body_fn(names)
+        if body.dtype != val.dtype:
+            body = Cast(body, val.dtype)
+        store = linear_index(names, buf.layout.stride)
+        return self.add_node(LoopNode(name=buf.name, kind="pointwise", output=buf, origins=(origin or node.name,),
+                                      ranges=tuple(val.shape), body=body, store_index=store))
+
+    def reduction(self, node: torch.fx.Node, val: torch.Tensor, source: Any, dims: list[int], reduction_type: str,
+                  acc_dtype: torch.dtype, prologue: Callable[[Value, list[str]], Value] | None = None) -> ViewRef:
+        """Reduce `source` over `dims`; `prologue(value, full_var_names)` transforms each element first."""
+        view = self.values[source.name]
+        full_shape = tuple(view.layout.size)
+        ndim = len(full_shape)
+        dims = sorted({d % ndim for d in dims}) if ndim else []
+        kept = [d for d in range(ndim) if d not in dims]
+        full_names = ["" for _ in range(ndim)]
+        for k, d in enumerate(kept):
+            full_names[d] = f"x{k}"
+        for k, d in enumerate(dims):
+            full_names[d] = f"r{k}"
+        value = self.load(source, full_shape, full_names, acc_dtype)
+        if prologue is not None:
+            value = prologue(value, full_names)
+        if not dims:  # reducing over no dimension (a 0-d input) leaves each element as it is
+            return self.pointwise(node, val, lambda names: subs_index(value, {n: Index.var(n) for n in names}, {}))
+        buf = self.new_buffer(node, val)
+        # Store: keepdim outputs have size-1 dims where the reduced dims were.
+        out_names = [f"x{k}" for k in range(len(kept))]
+        if val.dim() == ndim:
+            store_names = [full_names[d] if d in kept else "" for d in range(ndim)]
+            store = linear_index([n for n in store_names if n],
+                                 tuple(buf.layout.stride[d] for d in range(ndim) if store_names[d]))
+        else:
+            store = linear_index(out_names, buf.layout.stride)
+        return self.add_node(LoopNode(
+            name=buf.name, kind="reduction", output=buf, origins=(node.name,),
+            ranges=tuple(full_shape[d] for d in kept), reduction_ranges=tuple(full_shape[d] for d in dims),
+            reduction_type=reduction_type, body=value, store_index=store,
+            full_shape=full_shape, reduced_dims=tuple(dims)))
+
+    def _view(self, node: torch.fx.Node, val: Any) -> Any:
+        base_node = node.args[0]
+        base = self.values[base_node.name]
+        base_val = _compat.fake_value(base_node)
+        if tuple(base.layout.stride) != tuple(base_val.stride()) and base.layout.numel > 1:
+            raise LoweringError(f"view {node.name} of {base_node.name}: buffer layout differs from torch's metadata")
+
+        def one(v: torch.Tensor) -> ViewRef:
+            offset = base.layout.offset + v.storage_offset() - base_val.storage_offset()
+            return ViewRef(base.buffer, Layout(tuple(v.shape), tuple(v.stride()), offset), v.dtype)
+
+        # split / unbind / chunk return several views of one buffer
+        return tuple(one(v) for v in val) if isinstance(val, (list, tuple)) else one(val)
+
+    def _extern(self, node: torch.fx.Node, reason: str) -> None:
+        def convert(a: Any) -> Any:
+            if isinstance(a, torch.fx.Node):
+                v = self.values[a.name]
+                if not isinstance(v, (ViewRef, int, float, bool)) and v is not None:
+                    raise LoweringError(f"extern {node.name}: argument {a.name} is not a tensor")
+                return v
+            if isinstance(a, (list, tuple)):
+                return type(a)(convert(x) for x in a)
+            return a
+
+        args = convert(tuple(node.args))
+        kwargs = tuple(sorted((k, convert(v)) for k, v in node.kwargs.items()))
+        inputs = tuple(dict.fromkeys(v.buffer for v in _flatten((args, [v for _, v in kwargs]))
+                                     if isinstance(v, ViewRef)))
+        val = _compat.fake_value(node)
+        outs = _flatten(val) if isinstance(val, (list, tuple)) else [val]
+        # Besides tensors an op may return None (convolution_backward's output_mask) or a plain number
+        # that static shapes fix (cuDNN attention's max_q/max_k): later uses get the number itself.
+        if any(v is not None and not isinstance(v, (torch.Tensor, int, float, bool)) for v in outs):
+            raise LoweringError(f"extern {node.name} returns symbolic values (dynamic shapes are not supported "
+                                "yet: compile with dynamic=False)")
+        if not any(isinstance(v, torch.Tensor) for v in outs):
+            raise LoweringError(f"extern {node.name} returns no tensor")
+        node_name = self.fresh_name(f"buf{len(self.nodes)}")
+        buffers, slots = [], []
+        for i, v in enumerate(outs):
+            if not isinstance(v, torch.Tensor):
+                slots.append(None)
+                continue
+            name = node_name if len(outs) == 1 else self.fresh_name(f"{node_name}_{i}")
+            buffers.append(Buffer(name, v.dtype, Layout(tuple(v.shape), tuple(v.stride()), 0), v.device.type,
+                                  kind="extern"))
+            self.buffer_devices[name] = v.device.type
+            slots.append(name)
+        target = node.target
+        # torch.ops.<target> is how the host program calls it: a higher-order op prints as its bare name
+        name = f"{target.namespace}.{target.name()}" if isinstance(target, torch._ops.HigherOrderOperator) \
+            else str(target)
+        call = ExternCall(target=name, op=node.target, args=args, kwargs=kwargs, reason=reason)
+        self.nodes.append(LoopNode(name=node_name, kind="extern", output=buffers[0],
+                                   origins=(node.name,), extern=call, extern_inputs=inputs,
+                                   extra_outputs=tuple(buffers[1:]),
+                                   result_slots=tuple(slots) if isinstance(val, (list, tuple)) else (),
+                                   may_alias=_aliased_inputs(node, args, kwargs), source_fn=self.source_fn))
+        by_name = {b.name: ViewRef(b.name, b.layout, b.dtype) for b in buffers}
+        refs = tuple(v if slot is None else by_name[slot] for v, slot in zip(outs, slots))
+        self.values[node.name] = refs if isinstance(val, (list, tuple)) else refs[0]
+
+
+def _aliased_inputs(node: torch.fx.Node, args: tuple, kwargs: tuple) -> tuple[str, ...]:
+    """Input buffers an extern call's outputs may share storage with.
+
+    The schema says so with alias annotations (`Tensor(a) self -> Tensor(a)`); an op without a
+    schema (a Python function, a higher-order op) may alias any tensor input.  ATen ops that return
+    a view without saying so are classified as views before they get here (decomp.table)."""
+    def buffers_of(value: Any) -> list[str]:
+        return [v.buffer for v in _flatten(value) if isinstance(v, ViewRef)]
+
+    schema = getattr(node.target, "_schema", None)
+    if schema is None:
+        return tuple(dict.fromkeys(buffers_of((args, [v for _, v in kwargs]))))
+    returned = [set(r.alias_info.before_set) for r in schema.returns if r.alias_info is not None]
+    if not returned:
+        return ()
+    alias_sets = set().union(*returned)
+    bound = dict(kwargs)
+    aliased: list[str] = []
+    for i, arg in enumerate(schema.arguments):
+        info = arg.alias_info
+        # An empty set is a wildcard (`Tensor(a)[]` returns a list of unnamed aliases): match any.
+        if info is None or (alias_sets and not (set(info.before_set) & alias_sets)):
+            continue
+        value = args[i] if i < len(args) else bound.get(arg.name)
+        aliased += buffers_of(value)
+    return tuple(dict.fromkeys(aliased))
+
+
+def _graph_device(gm: torch.fx.GraphModule) -> str:
+    """The device our kernels run on: the inputs' (the backend refuses graphs whose inputs are on two
+    devices), or for a graph without tensor inputs the device of the first tensor it makes."""
+    made = None
+    for node in gm.graph.nodes:
+        val = _compat.fake_value(node)
+        if isinstance(val, torch.Tensor):
+            if node.op == "placeholder":
+                return val.device.type
+            made = made or val.device.type
+    return made or "cpu"
+
+
+def _source_fn(node: torch.fx.Node) -> str:
+    """The user-level function an ATen node was traced from (Dynamo's source_fn_stack)."""
+    stack = node.meta.get("source_fn_stack")
+    if stack:
+        name = stack[-1][0]
+        target = stack[-1][1]
+        return getattr(target, "__name__", None) or str(name).rstrip("0123456789_") or str(name)
+    return getattr(node.target, "__name__", str(node.target)).split(".")[0]
+
+
+class Unsupported(Exception):
+    """This op's arguments are outside what the lowering handles: make it an extern call."""
+
+
+def _flatten(value: Any) -> list:
+    if isinstance(value, (list, tuple)):
+        return [x for v in value for x in _flatten(v)]
+    return [value]
+
+
+def scalar_of(value: Any, dtype: torch.dtype) -> Any:
+    if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        raise Unsupported("symbolic scalar")
+    if dtype == torch.bool:
+        return bool(value)
+    if dtype.is_floating_point:
+        return float(value)
+    return int(value)
+
+
+def broadcast_index(layout: Layout, out_shape: tuple[int, ...], var_names: list[str]) -> Index:
+    """Flat offset of the element of a (broadcast) view that lines up with an output point."""
+    index = Index.of(layout.offset)
+    lead = len(out_shape) - len(layout.size)
+    for d, (size, stride) in enumerate(zip(layout.size, layout.stride)):
+        name = var_names[lead + d]
+        if size != 1 and name:
+            index = index + Index.var(name) * stride
+    return index
