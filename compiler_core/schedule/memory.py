@@ -82,8 +82,12 @@ def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int
     written: list[tuple[str, str]] = []  # (output, dying storage it is written over in the same kernel)
     frees: list[tuple[int, tuple[str, ...]]] = []
     released = _input_releases(graph, sched, step_of_node, pinned, storage_of, set(in_place.values()))
+    dies_at: dict[int, list[str]] = {}  # step -> storages whose last reader it is (a scan per step is quadratic)
+    for storage, step in death.items():
+        if storage not in pinned:
+            dies_at.setdefault(step, []).append(storage)
     for step, group in enumerate(sched.groups):
-        dying = [s for s, d in death.items() if d == step and s not in pinned]
+        dying = dies_at.get(step, [])
         # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
         whole = [s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern")]
         over = _written_over(graph, group, whole, members, buffers, maker, set(in_place)) if write_over else {}
