@@ -104,8 +104,9 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
     if run.aot_eager_match is not None:  # judged on the second look (check.py): say so in the row
         row["aot_eager_err"] = run.aot_eager_match.max_err
         verdict = "within" if run.ok else "beyond"
-        row["note"] = "; ".join(filter(None, [row["note"], f"{verdict} {EAGER_SLACK:g}x of eager's or aot_eager's "
-                                              f"error (aot_eager: {run.aot_eager_match.describe()})"]))
+        row["note"] = "; ".join(filter(None, [row["note"], f"{verdict} {EAGER_SLACK:g}x of the error of eager, "
+                                              f"aot_eager or {run.nudged_runs} eager runs with weights nudged within "
+                                              f"one epsilon (aot_eager: {run.aot_eager_match.describe()})"]))
     try:
         ms, inductor_note = _timings(run, device, mode, repeats, inductor) if repeats > 0 else ({}, None)
     except Exception as exc:  # noqa: BLE001 - ours may compile and then fail when called again

@@ -4,7 +4,7 @@ import math
 
 import torch
 
-from .check import compare, named_tensors
+from .check import compare, envelope_of, named_tensors, nudged
 
 
 def test_one_logit_off_by_one_fails():
@@ -81,3 +81,36 @@ def test_a_spiky_max_error_passes_when_the_rmse_is_as_good_as_eagers():
     one_off["g"][0] = 2e-5
     broad = {"g": torch.full((1000,), 5e-5)}
     assert not compare(broad, ref, torch.float32, one_off).ok
+
+
+def test_nudged_weights_move_within_one_machine_epsilon_and_repeat():
+    model = torch.nn.Linear(64, 32)
+    a, b, other = nudged(model, 0), nudged(model, 0), nudged(model, 1)
+    for p, q, r, s in zip(model.parameters(), a.parameters(), b.parameters(), other.parameters()):
+        # 1 + u*eps rounds to within eps of 1, and the product adds half an ulp of its own
+        assert ((q - p).abs() <= 1.5 * torch.finfo(p.dtype).eps * p.detach().abs()).all()
+        assert torch.equal(q, r)  # the same seed, the same weights: a verdict repeats
+        assert not torch.equal(q, s) and not torch.equal(q, p)
+    assert all(p.requires_grad for p in a.parameters())
+
+
+def test_an_envelope_of_eager_runs_widens_the_allowance_like_the_runs_themselves():
+    # A ReLU-mask flip: ours takes a step one of the nudged eager runs also takes, eager's own run not.
+    ref = {"g": torch.zeros(1000, dtype=torch.float64), "h": torch.ones(8, dtype=torch.float64)}
+    eager = {"g": torch.full((1000,), 1e-6), "h": torch.ones(8)}
+    flipped = {"g": torch.full((1000,), 1e-6), "h": torch.ones(8)}
+    flipped["g"][3] = 2e-5
+    runs = [eager, {"g": torch.full((1000,), 2e-6), "h": torch.ones(8)}, flipped]
+    envelope = envelope_of(iter(runs), ref)
+    assert envelope.runs == 3 and math.isclose(envelope.errors["g"][0], 2e-5, rel_tol=1e-5)
+    ours = {"g": torch.full((1000,), 1e-6), "h": torch.ones(8)}
+    ours["g"][500] = 2.5e-5
+    assert not compare(ours, ref, torch.float32, eager).ok
+    assert compare(ours, ref, torch.float32, eager, envelope).ok
+    assert compare(ours, ref, torch.float32, *runs).ok == compare(ours, ref, torch.float32, envelope).ok
+    # The envelope of one tensor excuses nothing on another, and a wrong value stays wrong.
+    wrong_h = {"g": ours["g"], "h": torch.tensor([1.0] * 7 + [1.01])}
+    assert not compare(wrong_h, ref, torch.float32, envelope).ok
+    far = {"g": ours["g"].clone(), "h": torch.ones(8)}
+    far["g"][500] = 1e-3
+    assert not compare(far, ref, torch.float32, envelope).ok
