@@ -156,3 +156,35 @@ def test_full_reductions_are_split_and_match_eager(dtype):
         compiled = cc.compile(fn)
         torch.testing.assert_close(compiled(arg), fn(arg), equal_nan=True, **tol)
         assert all(k.split is not None for k in compiled.session.kernels), [k.source for k in compiled.session.kernels]
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_column_reductions_match_eager(dtype):
+    # Sums over the outer dimension (bias gradients): columns layout, split when few column blocks
+    # run (1000 columns: 16 blocks), not split when many do (20000 columns), and two passes (var).
+    tol = {"atol": 5e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-3, "rtol": 1e-4}
+    for shape, split in (((8192, 1000), True), ((4096, 20000), False), ((8, 1024, 768), True)):
+        x = torch.randn(shape, device="cuda", dtype=dtype)
+        dims = tuple(range(x.dim() - 1))
+        for fn in (lambda x, d=dims: x.sum(d), lambda x, d=dims: x.amax(d), lambda x, d=dims: x.var(d),
+                   lambda x, d=dims: (F.gelu(x), F.gelu(x).sum(d))):
+            compiled = cc.compile(fn)
+            torch.testing.assert_close(compiled(x), fn(x), **tol)
+            (kernel,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
+            assert kernel.plan.columns and (kernel.split is not None) == split, kernel.source
+
+
+def test_bias_and_layer_norm_gradients_match_eager():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(768, 3072), torch.nn.GELU(), torch.nn.Linear(3072, 768),
+                                torch.nn.LayerNorm(768)).cuda()
+    x = torch.randn(8, 512, 768, device="cuda")
+    compiled = cc.compile(model)
+    compiled(x).square().mean().backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(x).square().mean().backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(got[n], p.grad, atol=1e-5, rtol=1e-3)
+    backward = [k for g in compiled.session.graphs if g.backward for k in g.backward.kernels]
+    assert sum(k.plan.columns for k in backward) >= 2, [k.plan.pretty() for k in backward]

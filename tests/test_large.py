@@ -225,3 +225,87 @@ def test_cpp_backend_reductions_are_unchanged(name, small_split):
     actual, kernels = _run_split(fn, x, backend="cpp")
     assert all(k.split is None for k in kernels)
     torch.testing.assert_close(actual, fn(x), equal_nan=True)
+
+
+# ---- column reductions --------------------------------------------------------------------------
+# A sum over a tensor's outer dimension (bias gradients) reads memory along x: plan_passes gives such
+# reductions the column layout (many adjacent columns per program, looping over rows) and splits them
+# when few column blocks would run. At these sizes the defaults already split (columns of 512+ rows).
+COLUMN_CASES = {
+    "sum0": lambda x: x.sum(0),
+    "bias_grad_3d": lambda x: x.view(4, -1, x.shape[-1]).sum((0, 1)),
+    "mean0_keepdim": lambda x: x.mean(0, keepdim=True),
+    "amax0": lambda x: x.amax(0),
+    "amin0": lambda x: x.amin(0),
+    "var0": lambda x: x.var(0),  # two passes: the mean, then the squares around it
+    "normalized_columns": lambda x: (x - x.mean(0)) / x.std(0),
+    "stored_and_summed": lambda x: (torch.nn.functional.gelu(x), torch.nn.functional.gelu(x).sum(0)),
+    "two_sums": lambda x: (x.sum(0), (x * x).sum(0)),
+}
+
+
+@pytest.mark.parametrize("name", list(COLUMN_CASES))
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_column_reductions_match_eager(name, dtype):
+    fn = COLUMN_CASES[name]
+    torch.manual_seed(0)
+    x = torch.randn(1000, 96).to(dtype)  # 96 columns: one full block of 64 and one masked
+    actual, kernels = _run_split(fn, x)
+    column = [k for k in kernels if k.plan is not None and k.plan.columns]
+    assert column and all(k.split is not None for k in column), [k.source for k in kernels]
+    assert "reduction layout: columns" in column[0].source
+    tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-5}
+    torch.testing.assert_close(actual, fn(x), **tol)
+
+
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
+@pytest.mark.parametrize("name", ["sum0", "amax0", "amin0"])
+def test_column_reductions_propagate_nan_and_inf_as_eager(name, special):
+    fn = COLUMN_CASES[name]
+    x = torch.randn(1000, 96)
+    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}[special]
+    x[123, 5] = x[999, 70] = value  # inside a chunk of the first block, the last row of the masked block
+    actual, kernels = _run_split(fn, x)
+    assert any(k.plan is not None and k.plan.columns and k.split is not None for k in kernels)
+    torch.testing.assert_close(actual, fn(x), equal_nan=True)
+
+
+def test_short_columns_are_not_split():
+    x = torch.randn(300, 96)
+    actual, (kernel,) = _run_split(lambda x: x.sum(0), x)
+    assert kernel.plan.columns and kernel.split is None
+    assert "for roffset in range(0, rnumel, RBLOCK)" in kernel.source  # looped, whatever RBLOCK is tuned to
+    torch.testing.assert_close(actual, x.sum(0))
+
+
+def test_reduction_layout_follows_the_loads():
+    # The same [4096, 4096] tensor: a sum over dim 1 reads along its rows, over dim 0 along x.
+    (rows,), _ = _generated(lambda x: x.sum(1), ((4096, 4096), torch.float32), backend="triton")
+    (cols,), wrapper = _generated(lambda x: x.sum(0), ((4096, 4096), torch.float32), backend="triton")
+    assert not rows.plan.columns and cols.plan.columns
+    # 64 blocks of 64 columns are too few for a GPU: each column is split into 16 chunks of 256 rows
+    assert cols.split is not None and cols.split.programs == 16
+    launches = [ln.strip() for ln in wrapper.source.splitlines() if ln.strip().startswith("k.")]
+    assert launches[0].startswith(f"k.{cols.name}_partials[(64, 16)]"), launches
+    assert launches[1].startswith(f"k.{cols.name}_finish[(64,)]"), launches
+    # a per-row vector broadcast over the columns does not decide the layout
+    (t,), _ = _generated(lambda x, s: (x * s).sum(0), ((4096, 4096), torch.float32), ((4096, 1), torch.float32),
+                         backend="triton")
+    assert t.plan.columns
+
+
+def test_a_training_step_with_bias_gradients_matches_eager():
+    # What the column layout is for: a Linear's bias gradient on a 3-D input, LayerNorm's weight and
+    # bias gradients, through the backward graph's kernels.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(48, 96), torch.nn.GELU(), torch.nn.LayerNorm(96))
+    x = torch.randn(4, 200, 48)
+    compiled = cc.compile(model, backend="triton")
+    compiled(x).square().mean().backward()
+    got = {n: p.grad.clone() for n, p in model.named_parameters()}
+    model.zero_grad()
+    model(x).square().mean().backward()
+    for n, p in model.named_parameters():
+        torch.testing.assert_close(got[n], p.grad, atol=1e-6, rtol=1e-5)
+    backward = [k for g in compiled.session.graphs if g.backward for k in g.backward.kernels]
+    assert any(k.plan is not None and k.plan.columns for k in backward), [k.name for k in backward]

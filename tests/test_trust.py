@@ -21,11 +21,14 @@ BACKENDS = ["cpp", "triton"]
 @pytest.fixture(autouse=True)
 def _fresh_dynamo():
     torch._dynamo.reset()
+    torch.manual_seed(0)  # inputs independent of the tests that ran before
     yield
 
 
 def _assert_same(actual, expected):
-    torch.testing.assert_close(actual, expected, rtol=1e-5, atol=1e-5)
+    # A wrong storage gives errors of the values' own size; a reordered fp32 sum of 128 products of
+    # randn values is up to ~2e-5 off (seen with some seeds), within these tolerances.
+    torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -36,7 +36,7 @@ from compiler_core.schedule.kernel_plan import (
     write_over,
 )
 from compiler_core.schedule.memory import OUT_VARIANTS
-from compiler_core.schedule.plan_passes import choose_index_width, choose_reduction_split
+from compiler_core.schedule.plan_passes import choose_index_width, choose_reduction_layout, choose_reduction_split
 
 
 def is_dead(group: FusionGroup) -> bool:
@@ -70,7 +70,7 @@ def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan]
         plan = choose_index_width(group_plan(graph, group))
         for out, donor in over.get(group.name, ()):
             plan = write_over(plan, donor, out)
-        plans.append(choose_reduction_split(plan) if backend == "triton" else plan)
+        plans.append(choose_reduction_split(choose_reduction_layout(plan)) if backend == "triton" else plan)
     return plans
 
 
@@ -333,8 +333,8 @@ class _Printer:
                  for w, (n, dt) in zip(spaces, split.workspaces)]
         rows_meta = ", ".join(f"{key}={v}" for key, v in split.row_config.items())
         for function, kind in split.stages:
-            grid, launch_meta = ((kernel.xnumel, split.programs), meta) if kind == "chunks" else \
-                ((kernel.xnumel,), rows_meta)
+            blocks = -(-kernel.xnumel // (config if kind == "chunks" else split.row_config)["XBLOCK"])
+            grid, launch_meta = ((blocks, split.programs), meta) if kind == "chunks" else ((blocks,), rows_meta)
             lines.append(f"k.{function}[{grid}]({args}, {', '.join(spaces)}, {launch_meta})")
         lines.append(f"del {', '.join(spaces)}")
         return lines

@@ -186,6 +186,7 @@ class KernelPlan:
     index_dtype: str = "int32"  # "int32" | "int64": the type of every index computation of the kernel
     largest_offset: int = 0  # the largest magnitude any index computation of the kernel reaches
     split: int = 1  # a reduction split across this many programs per row, then a second kernel (1: not split)
+    columns: bool = False  # a reduction over the outer dimension: memory runs along x, programs take many columns
     notes: tuple[str, ...] = ()  # the passes' decisions, one line each, printed at the top of every kernel
 
     @property
@@ -223,7 +224,9 @@ class KernelPlan:
         """The kernel IR both code generators print: iteration space, the passes' decisions, the
         parameters and the buffers behind them, then each pass over memory with its steps."""
         head = f"# kernel plan {self.name}: {self.space.describe()}; index {self.index_dtype}"
-        head += f"; split across {self.split} programs per row" if self.split > 1 else ""
+        head += "; reduces columns" if self.columns else ""
+        if self.split > 1:
+            head += f"; split across {self.split} programs per {'column' if self.columns else 'row'}"
         lines = [head, *(f"# {note}" for note in self.notes)]
         params = [n for n, _ in self.inputs] + [n for n, _ in self.outputs]
         lines += [f"# {p} = {b}" for p, b in zip(params, self.arguments)]

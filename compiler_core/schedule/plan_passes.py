@@ -5,10 +5,14 @@ Each pass takes a plan and returns a new one with its decision set and the reaso
 
     choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
                             kernel can pass 2**31 - 1
-    choose_reduction_split  a reduction with few rows and long rows is split across many programs per
-                            row (Triton): each pass over the row leaves partials, a small kernel reduces them
+    choose_reduction_layout a reduction whose loads run contiguously along x (a sum over a tensor's outer
+                            dimension: bias gradients) reduces columns: each program takes many adjacent
+                            columns and loops over the rows, so every load is one contiguous piece (Triton)
+    choose_reduction_split  a reduction with few rows and long rows, or few column blocks and long
+                            columns, is split across many programs per row (Triton): each pass over the row
+                            leaves partials, a small kernel reduces them
 
-    plan = choose_reduction_split(choose_index_width(plan))
+    plan = choose_reduction_split(choose_reduction_layout(choose_index_width(plan)))
     plan.notes   # ('index: int64 (largest offset 4.3e9 > 2**31-1)', 'reduction split: 1024 programs per row...')
 """
 
@@ -36,6 +40,14 @@ SPLIT_MIN_ELEMENTS = 1 << 17
 SPLIT_MIN_CHUNK = 1 << 14  # elements per program at least: fewer and the second kernel costs more than it saves
 SPLIT_TARGET_PROGRAMS = 1024  # ~8 per SM of an H200 (132 SMs): loads in flight everywhere; the GPU check times others
 SPLITTABLE_REDUCTIONS = ("sum", "prod", "amax", "amin")
+
+# Column reductions: a program covers COLUMN_XBLOCK adjacent columns (64 fp32: 256 contiguous bytes per
+# row read), from COLUMN_MIN_COLUMNS columns on. They are split when fewer than COLUMN_SPLIT_MAX_PROGRAMS
+# column blocks (two per SM of an H200) would run, into chunks of at least COLUMN_MIN_CHUNK rows.
+COLUMN_XBLOCK = 64
+COLUMN_MIN_COLUMNS = 16
+COLUMN_SPLIT_MAX_PROGRAMS = 264
+COLUMN_MIN_CHUNK = 256
 
 
 # ---- index width --------------------------------------------------------------------------------
@@ -94,6 +106,47 @@ def _magnitude(index: Index, ranges: dict[str, int]) -> int:
     return max(total, inner)
 
 
+# ---- reduction layout ---------------------------------------------------------------------------
+def choose_reduction_layout(plan: KernelPlan) -> KernelPlan:
+    """Columns when most loads that move along the reduction are contiguous along x and strided along r:
+    one program per row (the row layout) would then read one element per row, a row apart, and the
+    GPU fetches a whole sector for each."""
+    if not plan.is_reduction or plan.xnumel < COLUMN_MIN_COLUMNS:
+        return plan
+    along_x, along_r = load_directions(plan)
+    if along_x <= along_r:
+        return plan
+    note = (f"reduction layout: columns ({along_x} of {along_x + along_r} loads that move with the reduction "
+            f"are contiguous along x); a program takes up to {COLUMN_XBLOCK} adjacent columns and loops over rows")
+    return dataclasses.replace(plan, columns=True, notes=plan.notes + (note,))
+
+
+def load_directions(plan: KernelPlan) -> tuple[int, int]:
+    """(loads contiguous along x and strided along r, loads contiguous along r), counting each distinct
+    (buffer, index) once. Only loads that move with both x and r count: one that stays put as r moves
+    (a per-row statistic) or as x moves (a per-column vector, the same for every program) is small."""
+    x_last, r_last = Var(f"x{len(plan.space.x) - 1}"), Var(f"r{len(plan.space.r) - 1}")
+    x_vars = {f"x{i}" for i in range(len(plan.space.x))}
+    r_vars = {f"r{i}" for i in range(len(plan.space.r))}
+    seen: set[tuple[str, Index]] = set()
+    along_x = along_r = 0
+    for step in plan.steps:
+        for v in walk(step.value):
+            if not isinstance(v, Load) or v.indirect or (v.buffer, v.index) in seen:
+                continue
+            seen.add((v.buffer, v.index))
+            names = v.index.free_vars()
+            if not (names & x_vars and names & r_vars):
+                continue
+            coefs = dict(v.index.terms)
+            r_stride, x_stride = coefs.get(r_last, 0), coefs.get(x_last, 0)
+            if abs(r_stride) == 1:
+                along_r += 1
+            elif r_stride and x_stride == 1:
+                along_x += 1
+    return along_x, along_r
+
+
 # ---- reduction split ----------------------------------------------------------------------------
 def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
     """Split a reduction with few, long rows (x.sum(), x.abs().max(), x.var(), x - x.mean() over a big
@@ -104,23 +157,34 @@ def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
         return plan
     refusal = split_refusal(plan)
     if refusal is not None:
-        if plan.xnumel < SPLIT_MAX_ROWS and plan.rnumel >= SPLIT_MIN_ELEMENTS:  # a candidate: say why not
+        candidate = (column_blocks(plan) < COLUMN_SPLIT_MAX_PROGRAMS and plan.rnumel >= 2 * COLUMN_MIN_CHUNK
+                     if plan.columns else plan.xnumel < SPLIT_MAX_ROWS and plan.rnumel >= SPLIT_MIN_ELEMENTS)
+        if candidate:  # say why not
             return dataclasses.replace(plan, notes=plan.notes + (f"reduction not split: {refusal}",))
         return plan
-    split = max(2, min(ceil(plan.rnumel / SPLIT_MIN_CHUNK), SPLIT_TARGET_PROGRAMS // plan.xnumel))
+    if plan.columns:
+        split = max(2, min(ceil(plan.rnumel / COLUMN_MIN_CHUNK), SPLIT_TARGET_PROGRAMS // column_blocks(plan)))
+    else:
+        split = max(2, min(ceil(plan.rnumel / SPLIT_MIN_CHUNK), SPLIT_TARGET_PROGRAMS // plan.xnumel))
     passes = sum(1 for kind, _ in plan.phases() if kind == "loop")
     how = ("one pass over the row, then a kernel reducing its partials" if passes == 1 else
            f"{passes} passes over the row, each followed by a kernel reducing its partials")
-    note = (f"reduction split: {split} programs per row ({plan.xnumel} row{'s' if plan.xnumel > 1 else ''} of "
+    lines = "column" if plan.columns else "row"
+    note = (f"reduction split: {split} programs per {lines} ({plan.xnumel} {lines}{'s' if plan.xnumel > 1 else ''} of "
             f"{plan.rnumel} elements); {how}")
     return dataclasses.replace(plan, split=split, notes=plan.notes + (note,))
 
 
 def split_refusal(plan: KernelPlan) -> str | None:
     """Why this reduction is not split, or None when it is."""
-    if plan.xnumel >= SPLIT_MAX_ROWS:
+    if plan.columns:
+        if column_blocks(plan) >= COLUMN_SPLIT_MAX_PROGRAMS:
+            return f"{column_blocks(plan)} blocks of {COLUMN_XBLOCK} columns already give enough programs"
+        if plan.rnumel < 2 * COLUMN_MIN_CHUNK:
+            return f"columns of {plan.rnumel} elements are short"
+    elif plan.xnumel >= SPLIT_MAX_ROWS:
         return f"{plan.xnumel} rows already give enough programs"
-    if plan.rnumel < SPLIT_MIN_ELEMENTS:
+    elif plan.rnumel < SPLIT_MIN_ELEMENTS:
         return f"rows of {plan.rnumel} elements are short"
     phases = plan.phases()
     if phases[0][0] != "loop":
@@ -135,3 +199,7 @@ def split_refusal(plan: KernelPlan) -> str | None:
                 return f"{step.node} reduces {step.value.dtype} values"
     return None
 
+
+def column_blocks(plan: KernelPlan) -> int:
+    """Programs a column reduction runs unsplit: one per COLUMN_XBLOCK adjacent columns."""
+    return ceil(plan.xnumel / COLUMN_XBLOCK)

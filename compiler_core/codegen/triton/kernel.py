@@ -32,6 +32,7 @@ from compiler_core.ir.values import (
     subs_index,
     walk,
 )
+from compiler_core.schedule import plan_passes
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 TL_TYPE = {
@@ -416,6 +417,12 @@ def choose_config(plan: KernelPlan, interpret: bool) -> dict:
         xnumel = max((seg.xnumel for seg in plan.segments), default=plan.xnumel)
         block = _next_pow2(min(xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(xnumel))
         return {"XBLOCK": max(block, 1), "num_warps": 4 if block >= 512 else 1}
+    if plan.columns:  # schedule/plan_passes.choose_reduction_layout: wide in x, a few rows per loop step
+        if interpret:  # few, large programs
+            return {"XBLOCK": min(_next_pow2(plan.xnumel), 256), "RBLOCK": min(_next_pow2(plan.rnumel), 256),
+                    "num_warps": 4}
+        return {"XBLOCK": min(plan_passes.COLUMN_XBLOCK, _next_pow2(plan.xnumel)),
+                "RBLOCK": min(COLUMN_RBLOCK, _next_pow2(plan.rnumel)), "num_warps": 4}
     rblock = _next_pow2(plan.rnumel)
     if rblock > PERSISTENT_MAX_RBLOCK:
         rblock = LOOPED_RBLOCK
@@ -436,7 +443,11 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
         return (best,)
     # Each candidate costs one Triton compile at cold start (~0.3-0.5 s): keep the list short.
     out = [best]
-    if not plan.is_reduction:
+    if plan.columns:  # looped: the source does not depend on RBLOCK, so both blocks may change
+        for xblock, rblock, warps in ((128, 16, 4), (32, 64, 4), (64, 64, 8), (128, 32, 8)):
+            if xblock <= _next_pow2(plan.xnumel) and rblock <= _next_pow2(plan.rnumel):
+                out.append({"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps})
+    elif not plan.is_reduction:
         for block, warps in ((2048, 8), (512, 4)):
             out.append({"XBLOCK": min(block, _next_pow2(plan.xnumel)), "num_warps": warps})
     else:
@@ -491,7 +502,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
         return _split_reduction_kernels(plan, interpret)
     configs = candidate_configs(plan, interpret)
     config = configs[0]
-    persistent = plan.is_reduction and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
+    persistent = plan.is_reduction and not plan.columns and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
@@ -701,6 +712,9 @@ def _combine(step: Step, acc: str, value: str) -> str:
 # The split reduction's first kernel: elements per loop step, and warps (16 fp32 per thread in flight).
 SPLIT_RBLOCK = 4096
 SPLIT_NUM_WARPS = 8
+# A column reduction's tile (plan_passes.choose_reduction_layout): COLUMN_XBLOCK columns by COLUMN_RBLOCK
+# rows, 2048 elements, loaded row by row as contiguous pieces.
+COLUMN_RBLOCK = 32
 
 
 def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
@@ -723,7 +737,10 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
             passes[-1][1].append(by_node[group[0].node])
     programs = plan.split
     per_program = -(-plan.rnumel // programs)
-    rblock = min(SPLIT_RBLOCK, _next_pow2(per_program))
+    # Rows: one row per program, long loop steps. Columns: COLUMN_XBLOCK adjacent columns per program
+    # (contiguous loads), a few rows per loop step; the finishing kernel takes as many columns.
+    xblock = min(plan_passes.COLUMN_XBLOCK, _next_pow2(plan.xnumel)) if plan.columns else 1
+    rblock = min(COLUMN_RBLOCK if plan.columns else SPLIT_RBLOCK, _next_pow2(per_program))
     chunk = -(-per_program // rblock) * rblock  # a multiple of RBLOCK: chunks never overlap
 
     # Workspaces: the partials of every reduction, and the results of those a later kernel reads.
@@ -800,11 +817,12 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
         ] + ["    " + ln for ln in second.lines]))
         stages.append((f"{plan.name}_finish{suffix}", "rows"))
 
-    config = {"XBLOCK": 1, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
+    config = {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
     split = SplitLaunch(programs=programs, stages=tuple(stages),
                         workspaces=tuple((n, _workspace_dtype(s.value.dtype)) for _, n, s in spaces),
-                        row_config={"XBLOCK": 1, "SBLOCK": _next_pow2(programs), "num_warps": 4})
-    grid = ", ".join(f"({plan.xnumel}, {programs})" if kind == "chunks" else f"({plan.xnumel},)" for _, kind in stages)
+                        row_config={"XBLOCK": xblock, "SBLOCK": _next_pow2(programs), "num_warps": 4})
+    blocks = -(-plan.xnumel // xblock)
+    grid = ", ".join(f"({blocks}, {programs})" if kind == "chunks" else f"({blocks},)" for _, kind in stages)
     source, line_origins = split_origins("\n\n\n".join(sources).split("\n"))
     return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
                         grid=f"{len(stages)} launches: {grid}", config_space=(config,), origins=plan.origins,
