@@ -268,3 +268,16 @@ def test_kernels_view_marks_each_kernel_with_its_check():
     assert html.count("Checked against eager PyTorch on its real inputs: matches") == len(exp.kernels["cpp"])
     unchecked = explore_function(lambda x: x.sin(), [torch.randn(4)], backend="cpp", repeats=0, kernels_for=("cpp",))
     assert "Checked against eager" not in kernels_view.render(unchecked)
+
+
+def test_kernels_tab_shows_each_rewrite_pass(softmax_view):
+    # The kernel before and after every pass: what each decided, the plan as built, and the diff.
+    text = page_text(softmax_view.sections["Kernels"])
+    for backend, kernels in softmax_view.exploration.kernels.items():
+        for kernel in kernels:
+            assert f"{kernel.name}: rewrite passes" in text
+            for record in kernel.passes[1:]:
+                assert record.name in text and record.summary in text
+    (kernel, *_) = softmax_view.exploration.kernels["cpp"]
+    assert "the plan as built, before any pass" in text and kernel.passes[0].after.splitlines()[0] in text
+    assert "+# index: int32" in text  # a pass's change, as a diff line

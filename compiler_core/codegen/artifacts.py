@@ -9,6 +9,7 @@ import torch
 
 if TYPE_CHECKING:
     from compiler_core.schedule.kernel_plan import KernelPlan
+    from compiler_core.schedule.plan_passes import PassRecord
 
 
 @dataclass(frozen=True)
@@ -46,6 +47,8 @@ class KernelSource:
     split: Optional[SplitLaunch] = None  # a reduction split across programs: two kernels, one launch each
     # The kernel IR this source prints (after the plan passes): `plan.pretty()` shows it.
     plan: Optional["KernelPlan"] = field(default=None, compare=False, repr=False)
+    # Each plan pass over it, with the plan as printed after the pass (schedule/plan_passes.PassRecord).
+    passes: tuple["PassRecord", ...] = field(default=(), compare=False, repr=False)
 
     @property
     def function_names(self) -> tuple[str, ...]:

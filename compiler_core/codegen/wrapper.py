@@ -36,7 +36,14 @@ from compiler_core.schedule.kernel_plan import (
     write_over,
 )
 from compiler_core.schedule.memory import OUT_VARIANTS
-from compiler_core.schedule.plan_passes import choose_index_width, choose_reduction_layout, choose_reduction_split
+from compiler_core.schedule.plan_passes import (
+    PassRecord,
+    choose_index_width,
+    choose_reduction_layout,
+    choose_reduction_split,
+    run_plan_passes,
+    simplify_plan,
+)
 
 
 def is_dead(group: FusionGroup) -> bool:
@@ -47,9 +54,16 @@ def is_dead(group: FusionGroup) -> bool:
 
 def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan] = None,
                  backend: str = "cpp") -> list[KernelPlan]:
-    """Each group's KernelPlan, after the plan passes: the index width on both backends; the split of
-    reductions with few, long rows on Triton only (the C++ backend runs a row on one thread anyway).
-    With `memory`, outputs the plan writes over a dying input are read through one pointer."""
+    """Each group's KernelPlan, after the plan passes (`kernel_plans_with_passes`)."""
+    return [plan for plan, _ in kernel_plans_with_passes(graph, sched, memory, backend)]
+
+
+def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan] = None,
+                             backend: str = "cpp") -> list[tuple[KernelPlan, tuple[PassRecord, ...]]]:
+    """Each group's KernelPlan after the plan passes, with the record of each pass: simplification
+    and the index width on both backends; with `memory`, outputs the plan writes over a dying input
+    read through one pointer; on Triton only, the reduction layout and the split of reductions with
+    few, long rows or columns (the C++ backend runs a row on one thread anyway)."""
     over: dict[str, list[tuple[str, str]]] = {}
     if memory is not None:
         group_of = {n: g.name for g in sched.groups for n in g.materialized}
@@ -65,19 +79,31 @@ def kernel_plans(graph: LoopGraph, sched: Schedule, memory: Optional[MemoryPlan]
                                                           {graph.node(n).output.name for n in nodes} & written,
                                                           Space(x)))
                      for i, (nodes, x) in enumerate(group.segments)]
-            plans.append(segmented_plan(group.name, parts))
+            plans.append(run_plan_passes(segmented_plan(group.name, parts), [("simplify", simplify_plan)]))
             continue
-        plan = choose_index_width(group_plan(graph, group))
-        for out, donor in over.get(group.name, ()):
-            plan = write_over(plan, donor, out)
-        plans.append(choose_reduction_split(choose_reduction_layout(plan)) if backend == "triton" else plan)
+        passes = [("simplify", simplify_plan), ("index width", choose_index_width)]
+        if group.name in over:
+            passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
+        if backend == "triton":
+            passes += [("reduction layout", choose_reduction_layout), ("reduction split", choose_reduction_split)]
+        plans.append(run_plan_passes(group_plan(graph, group), passes))
     return plans
+
+
+def _written_over(plan: KernelPlan, pairs: list[tuple[str, str]]) -> KernelPlan:
+    """The memory plan's decisions (MemoryPlan.written_over) applied to the plan, each with a note."""
+    for out, donor in pairs:
+        plan = write_over(plan, donor, out)
+        plan = dataclasses.replace(plan, notes=plan.notes + (
+            f"written over: {out} is stored into {donor}'s memory, which this kernel reads last",))
+    return plan
 
 
 def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
                      check_memory: bool = False, check_kernels: bool = False
                      ) -> tuple[tuple[KernelSource, ...], WrapperProgram]:
-    plans = {p.name: p for p in kernel_plans(graph, sched, memory, backend)}
+    planned = {p.name: (p, records) for p, records in kernel_plans_with_passes(graph, sched, memory, backend)}
+    plans = {name: p for name, (p, _) in planned.items()}
     interpret = graph.device != "cuda"
 
     def generate(plan: KernelPlan) -> KernelSource:
@@ -89,7 +115,7 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
             return generate_cpp_kernel(plan, aliased=aliased)
         return generate_triton_kernel(plan, interpret=interpret, aliased=aliased)
 
-    kernels = tuple(dataclasses.replace(generate(plans[g.name]), plan=plans[g.name])
+    kernels = tuple(dataclasses.replace(generate(plans[g.name]), plan=plans[g.name], passes=planned[g.name][1])
                     for g in sched.groups if g.name in plans)
     return kernels, host_program(graph, sched, memory, backend, kernels, check_memory=check_memory,
                                  check_kernels=check_kernels)

@@ -1,8 +1,12 @@
 """Named passes over a KernelPlan, run after the plan is built and before code generation.
 
 Each pass takes a plan and returns a new one with its decision set and the reason in `plan.notes`
-(both code generators print the notes at the top of the kernel):
+(both code generators print the notes at the top of the kernel). `run_plan_passes` applies them in
+order and keeps a `PassRecord` per pass (the plan as printed after it), so the explorer can show a
+kernel before and after each one:
 
+    simplify                algebraic simplification and constant folding of every step's value,
+                            exact rules only (schedule/simplify.py): no `x * 1.0` left in a kernel
     choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
                             kernel can pass 2**31 - 1
     choose_reduction_layout a reduction whose loads run contiguously along x (a sum over a tensor's outer
@@ -19,13 +23,18 @@ Each pass takes a plan and returns a new one with its decision set and the reaso
 from __future__ import annotations
 
 import dataclasses
+import difflib
+from collections import Counter
+from dataclasses import dataclass
 from math import ceil
+from typing import Callable
 
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
 from compiler_core.ir.values import IndexValue, Load, walk
 from compiler_core.schedule.kernel_plan import KernelPlan
+from compiler_core.schedule.simplify import simplify_value
 
 INT32_MAX = 2**31 - 1
 # Loop counters run past their bound by up to a block (Triton's xindex, rindex) or a split's rounding
@@ -48,6 +57,64 @@ COLUMN_XBLOCK = 64
 COLUMN_MIN_COLUMNS = 16
 COLUMN_SPLIT_MAX_PROGRAMS = 264
 COLUMN_MIN_CHUNK = 256
+
+
+# ---- the pipeline -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class PassRecord:
+    """One pass over one kernel's plan: what it decided, and the plan as printed after it."""
+
+    name: str
+    summary: str  # the pass's note, or "no change"
+    after: str  # plan.pretty() after the pass
+    changed: bool
+
+
+def run_plan_passes(plan: KernelPlan, passes: list[tuple[str, Callable[[KernelPlan], KernelPlan]]]
+                    ) -> tuple[KernelPlan, tuple[PassRecord, ...]]:
+    """Apply `passes` (name, function) in order; the first record is the plan as built."""
+    records = [PassRecord("built", "the plan the scheduler's fusion group gives", plan.pretty(), True)]
+    for name, apply in passes:
+        after = apply(plan)
+        new_notes = after.notes[len(plan.notes):]
+        changed = after != plan
+        summary = "; ".join(new_notes) if new_notes else ("rewritten" if changed else "no change")
+        records.append(PassRecord(name, summary, after.pretty() if changed else records[-1].after, changed))
+        plan = after
+    return plan, tuple(records)
+
+
+def describe_passes(records: tuple[PassRecord, ...]) -> str:
+    """Each pass with its decision and the lines of the printed plan it changed (a unified diff)."""
+    out = []
+    for before, record in zip((None,) + records[:-1], records):
+        out.append(f"== {record.name}\n   {record.summary}")
+        if before is not None and record.changed:
+            diff = difflib.unified_diff(before.after.splitlines(), record.after.splitlines(), "before", "after",
+                                        lineterm="", n=0)
+            out += [line for line in diff if not line.startswith(("---", "+++"))]
+    return "\n".join(out)
+
+
+# ---- simplification -----------------------------------------------------------------------------
+def simplify_plan(plan: KernelPlan) -> KernelPlan:
+    """Every step's value (every segment's, in a horizontal kernel) through simplify_value; the note
+    counts the rules that fired. A plan nothing simplifies comes back unchanged, with no note."""
+    counts: Counter = Counter()
+
+    def simplified(p: KernelPlan) -> KernelPlan:
+        steps = []
+        for step in p.steps:
+            value, fired = simplify_value(step.value)
+            counts.update(fired)
+            steps.append(dataclasses.replace(step, value=value) if fired else step)
+        return dataclasses.replace(p, steps=tuple(steps), segments=tuple(simplified(seg) for seg in p.segments))
+
+    out = simplified(plan)
+    if not counts:
+        return plan
+    rules = ", ".join(f"{rule} ({n}x)" for rule, n in sorted(counts.items()))
+    return dataclasses.replace(out, notes=out.notes + (f"simplify: {rules}",))
 
 
 # ---- index width --------------------------------------------------------------------------------

@@ -12,6 +12,7 @@ from typing import Optional
 
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.runtime.artifacts import KernelCheck
+from compiler_core.schedule.plan_passes import describe_passes
 from explorer.exploration import Exploration
 from explorer.provenance import NodeOrigin, Provenance, provenance
 from explorer.render.code import highlight_code
@@ -77,7 +78,21 @@ def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, pro
                     highlight_code(kernel.plan.pretty(), "plain")) if kernel.plan is not None else "")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
             + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend)
-            + annotated + plan + (_origins_table(kernel, prov) if prov is not None else ""))
+            + annotated + plan + passes_html(kernel) + (_origins_table(kernel, prov) if prov is not None else ""))
+
+
+def passes_html(kernel: KernelSource) -> str:
+    """The rewrite passes over the kernel plan: what each decided, the plan as built, and each pass's
+    changes to the printed plan (a diff), so a kernel can be read before and after every pass."""
+    if not kernel.passes:
+        return ""
+    rows = [(record.name, record.summary) for record in kernel.passes[1:]]
+    changed = sum(record.changed for record in kernel.passes[1:])
+    body = (table(["pass", "what it did"], rows)
+            + details("the plan as built, before any pass", highlight_code(kernel.passes[0].after, "plain"))
+            + details("what each pass changed in the printed plan (- before, + after)",
+                      highlight_code(describe_passes(kernel.passes), "plain")))
+    return details(f"{kernel.name}: rewrite passes ({changed} of {len(kernel.passes) - 1} changed the plan)", body)
 
 
 def _origins_table(kernel: KernelSource, prov: Provenance) -> str:

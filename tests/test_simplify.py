@@ -1,0 +1,109 @@
+"""The simplify plan pass (schedule/simplify.py) and the record of every plan pass.
+
+Each rule is exact, so the tests compare bits with eager PyTorch (torch.equal), on inputs with
+signed zeros, infinities and NaN, and check that the rewritten expressions are gone from the kernel.
+"""
+
+import math
+
+import pytest
+import torch
+
+import compiler_core as cc
+from compiler_core.ir.index import Index
+from compiler_core.ir.values import Cast, Constant, Load, Op, format_value
+from compiler_core.schedule import simplify
+from compiler_core.schedule.plan_passes import describe_passes
+from compiler_core.schedule.simplify import simplify_value
+
+F32, I64 = torch.float32, torch.int64
+X = Load("x", Index.var("x0"), F32)
+C = Op("lt", (X, Constant(0.5, F32)), torch.bool)
+
+
+def _const(v, dtype=F32):
+    return Constant(v, dtype)
+
+
+@pytest.mark.parametrize("tree,expected,rule", [
+    (Op("mul", (X, _const(1.0)), F32), X, simplify.MUL_ONE),
+    (Op("mul", (_const(1), X), F32), X, simplify.MUL_ONE),
+    (Op("truediv", (X, _const(1.0)), F32), X, simplify.DIV_ONE),
+    (Op("sub", (X, _const(0.0)), F32), X, simplify.SUB_ZERO),
+    (Op("add", (X, _const(-0.0)), F32), X, simplify.SUB_ZERO),
+    (Op("neg", (Op("neg", (X,), F32),), F32), X, simplify.DOUBLE_NEG),
+    (Cast(X, F32), X, simplify.SAME_CAST),
+    (Op("where", (C, Op("where", (C, X, _const(2.0)), F32), _const(3.0)), F32),
+     Op("where", (C, X, _const(3.0)), F32), simplify.NESTED_WHERE),
+    (Op("where", (C, _const(3.0), Op("where", (C, X, _const(2.0)), F32)), F32),
+     Op("where", (C, _const(3.0), _const(2.0)), F32), simplify.NESTED_WHERE),
+    (Op("mul", (_const(3.0), _const(0.1)), F32), _const((torch.tensor(3.0) * torch.tensor(0.1)).item()), simplify.FOLD),
+    (Op("add", (Load("i", Index.var("x0"), I64), _const(0, I64)), I64), Load("i", Index.var("x0"), I64),
+     simplify.ADD_ZERO_INT),
+])
+def test_each_rule(tree, expected, rule):
+    got, counts = simplify_value(tree)
+    assert got == expected, format_value(got)
+    assert counts[rule] >= 1
+
+
+@pytest.mark.parametrize("tree", [
+    Op("add", (X, _const(0.0)), F32),  # -0.0 + 0.0 is +0.0: not exact
+    Op("mul", (X, _const(0.0)), F32),  # inf * 0 is NaN
+    Op("sub", (X, _const(-0.0)), F32),  # -0.0 - -0.0 is +0.0
+    Op("mul", (Load("b", Index.var("x0"), torch.bfloat16), _const(1.0)), F32),  # a bf16 load computed in fp32
+    Op("where", (C, Op("where", (Op("gt", (X, _const(0.0)), torch.bool), X, _const(1.0)), F32), _const(0.0)), F32),
+    Op("truediv", (_const(1.0), _const(0.0)), F32),  # folding to inf is left to the op
+    Cast(Cast(X, torch.bfloat16), F32),  # a real rounding
+])
+def test_what_is_not_exact_stays(tree):
+    got, counts = simplify_value(tree)
+    assert got == tree and not counts
+
+
+def test_folding_rounds_as_the_op_does():
+    got, _ = simplify_value(Op("mul", (_const(3.0), _const(0.1)), F32))
+    assert got.value == (torch.tensor(3.0) * torch.tensor(0.1)).item()  # fp32 product, not 0.30000000000000004
+    got, _ = simplify_value(Op("add", (_const(2**62, I64), _const(2**62, I64)), I64))
+    assert got.value == (torch.tensor(2**62) + torch.tensor(2**62)).item()  # wraps as int64 does
+
+
+def _program(x, i):
+    a = (x * 1.0) / 1.0 - 0.0
+    b = torch.neg(torch.neg(torch.sin(a)))
+    c = torch.where(x < 0.5, torch.where(x < 0.5, b, 2.0), 3.0)
+    return c.float() * (3.0 * 0.1), (i + 0) * 1
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_simplified_kernels_give_eagers_bits(backend):
+    x = torch.tensor([0.0, -0.0, 1.5, -2.0, math.inf, -math.inf, math.nan, 0.25] * 8)
+    i = torch.arange(64) - 30
+    compiled = cc.compile(_program, backend=backend)
+    for got, expected in zip(compiled(x, i), _program(x, i)):
+        assert torch.equal(got.isnan(), expected.isnan())
+        assert torch.equal(torch.nan_to_num(got), torch.nan_to_num(expected))
+        assert torch.equal(torch.signbit(got), torch.signbit(expected))  # -0.0 stays -0.0
+    kernels = compiled.session.kernels
+    assert any("simplify: " in k.source for k in kernels)
+    for k in kernels:
+        assert "* 1.0)" not in k.source and "/ 1.0)" not in k.source, k.source
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_every_kernel_records_its_passes(backend):
+    compiled = cc.compile(lambda x: ((x * 1.0).sum(0), torch.relu(x)), backend=backend)
+    compiled(torch.randn(600, 80))
+    for k in compiled.session.kernels:
+        names = [r.name for r in k.passes]
+        expected = ["built", "simplify", "index width"]
+        expected += ["reduction layout", "reduction split"] if backend == "triton" else []
+        assert names == expected, names
+        assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
+        assert k.passes[0].changed and k.passes[2].changed  # the index width always adds its note
+    (reduction,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
+    log = describe_passes(reduction.passes)
+    assert "== simplify\n   simplify: x * 1 -> x (1x)" in log
+    assert "-" in log and "+# index: int32" in log  # the diff of the printed plan
+    if backend == "triton":
+        assert "== reduction layout\n   reduction layout: columns" in log
