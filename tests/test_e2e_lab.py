@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -235,9 +236,34 @@ def test_tour_runs_and_every_tab_of_every_view_shows_something(lab, browser):
                 if panel["shown"] != 1 or not (panel["text"] or panel["loaded"]) or panel["broken"]:
                     empty.append((v, title, panel))
         assert not empty, empty
+        _use_the_controls(page.locator(".jp-OutputArea .widget-tab").nth(0), views[0])
     finally:
         page.close()
         lab.shut_down_kernels()
+
+
+def _use_the_controls(tab, titles: list[str]) -> None:
+    """The controls that run Python in the kernel, used as a person would: the Stepper's Next, the
+    What-if toggles with Recompile (fusion off: one kernel per loop node, still equal to eager), the
+    FX node picker of the Kernels tab."""
+    expect = sync_api.expect
+
+    def open_tab(title: str):
+        tab.locator(":scope > .lm-TabBar .lm-TabBar-tab").nth(titles.index(title)).click()
+
+    open_tab("Stepper")
+    tab.get_by_role("button", name="Next").click()
+    expect(tab).to_contain_text("step 2 of", timeout=30_000)
+    open_tab("What-if")
+    tab.get_by_role("checkbox", name="fusion").uncheck()
+    tab.get_by_role("button", name="Recompile").click()
+    expect(tab).to_contain_text("outputs match eager PyTorch", timeout=120_000)
+    expect(tab).to_contain_text("kernels")
+    _shot(tab, "view0-what-if-recompiled")
+    open_tab("Kernels")
+    tab.locator("select:visible").first.select_option(index=1)  # the FX node picker: its first node
+    expect(tab).to_contain_text(re.compile(r"\): (lines \d|no single line)"), timeout=30_000)
+    _shot(tab, "view0-fx-node-picked")
 
 
 def test_executed_tour_reads_well_untrusted(lab, browser):
