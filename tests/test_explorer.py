@@ -273,7 +273,7 @@ def test_kernels_view_marks_each_kernel_with_its_check():
 def test_kernels_tab_shows_each_rewrite_pass(softmax_view):
     # The kernel before and after every pass: what each decided, the plan as built, and the diff.
     text = page_text(softmax_view.sections["Kernels"])
-    for backend, kernels in softmax_view.exploration.kernels.items():
+    for kernels in softmax_view.exploration.kernels.values():
         for kernel in kernels:
             assert f"{kernel.name}: rewrite passes" in text
             for record in kernel.passes[1:]:

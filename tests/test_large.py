@@ -246,28 +246,48 @@ COLUMN_CASES = {
 
 @pytest.mark.parametrize("name", list(COLUMN_CASES))
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_column_reductions_match_eager(name, dtype):
+@pytest.mark.parametrize("backend", ["triton", "cpp"])
+def test_column_reductions_match_eager(name, dtype, backend):
     fn = COLUMN_CASES[name]
     torch.manual_seed(0)
     x = torch.randn(1000, 96).to(dtype)  # 96 columns: one full block of 64 and one masked
-    actual, kernels = _run_split(fn, x)
+    actual, kernels = _run_split(fn, x, backend)
     column = [k for k in kernels if k.plan is not None and k.plan.columns]
-    assert column and all(k.split is not None for k in column), [k.source for k in kernels]
+    assert column, [k.source for k in kernels]
+    # Triton splits the columns into chunks of rows; C++ keeps the columns innermost in one work item
+    assert all((k.split is not None) == (backend == "triton") for k in column)
     assert "reduction layout: columns" in column[0].source
+    if backend == "cpp":
+        assert "for (int64_t j = 0; j < xn; j++)" in column[0].source
     tol = {"atol": 2e-2, "rtol": 2e-2} if dtype == torch.bfloat16 else {"atol": 1e-5, "rtol": 1e-5}
     torch.testing.assert_close(actual, fn(x), **tol)
 
 
-@pytest.mark.parametrize("special", ["nan", "inf", "-inf"])
-@pytest.mark.parametrize("name", ["sum0", "amax0", "amin0"])
-def test_column_reductions_propagate_nan_and_inf_as_eager(name, special):
+@pytest.mark.parametrize("special", ["nan", "inf", "-inf", "inf_and_-inf"])
+@pytest.mark.parametrize("name", ["sum0", "amax0", "amin0", "var0"])
+@pytest.mark.parametrize("backend", ["triton", "cpp"])
+def test_column_reductions_propagate_nan_and_inf_as_eager(name, special, backend):
     fn = COLUMN_CASES[name]
     x = torch.randn(1000, 96)
-    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf")}[special]
+    value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "inf_and_-inf": float("inf")}[special]
     x[123, 5] = x[999, 70] = value  # inside a chunk of the first block, the last row of the masked block
-    actual, kernels = _run_split(fn, x)
-    assert any(k.plan is not None and k.plan.columns and k.split is not None for k in kernels)
+    if special == "inf_and_-inf":
+        x[500, 5] = float("-inf")
+    actual, kernels = _run_split(fn, x, backend)
+    assert any(k.plan is not None and k.plan.columns for k in kernels)
     torch.testing.assert_close(actual, fn(x), equal_nan=True)
+
+
+def test_cpp_column_sums_are_as_accurate_as_eagers():
+    # One accumulator per column down 65536 rows: compensated, so no worse than eager's cascaded sum.
+    torch.manual_seed(0)
+    x = torch.randn(65536, 96) + 0.3  # an offset: the running sum grows, and so would its rounding
+    reference = x.double().sum(0)
+    compiled = cc.compile(lambda x: x.sum(0), backend="cpp")
+    ours = (compiled(x).double() - reference).abs().max().item()
+    eager = (x.sum(0).double() - reference).abs().max().item()
+    assert compiled.session.kernels[0].plan.columns
+    assert ours <= eager, (ours, eager)
 
 
 def test_short_columns_are_not_split():
@@ -294,13 +314,14 @@ def test_reduction_layout_follows_the_loads():
     assert t.plan.columns
 
 
-def test_a_training_step_with_bias_gradients_matches_eager():
+@pytest.mark.parametrize("backend", ["triton", "cpp"])
+def test_a_training_step_with_bias_gradients_matches_eager(backend):
     # What the column layout is for: a Linear's bias gradient on a 3-D input, LayerNorm's weight and
     # bias gradients, through the backward graph's kernels.
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(48, 96), torch.nn.GELU(), torch.nn.LayerNorm(96))
     x = torch.randn(4, 200, 48)
-    compiled = cc.compile(model, backend="triton")
+    compiled = cc.compile(model, backend=backend)
     compiled(x).square().mean().backward()
     got = {n: p.grad.clone() for n, p in model.named_parameters()}
     model.zero_grad()

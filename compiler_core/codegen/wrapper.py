@@ -62,8 +62,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
                              backend: str = "cpp") -> list[tuple[KernelPlan, tuple[PassRecord, ...]]]:
     """Each group's KernelPlan after the plan passes, with the record of each pass: simplification
     and the index width on both backends; with `memory`, outputs the plan writes over a dying input
-    read through one pointer; on Triton only, the reduction layout and the split of reductions with
-    few, long rows or columns (the C++ backend runs a row on one thread anyway)."""
+    read through one pointer; the reduction layout (rows or columns) on both; on Triton only, the
+    split of reductions with few, long rows or columns (the C++ backend runs a row on one thread anyway)."""
     over: dict[str, list[tuple[str, str]]] = {}
     if memory is not None:
         group_of = {n: g.name for g in sched.groups for n in g.materialized}
@@ -84,8 +84,9 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
         passes = [("simplify", simplify_plan), ("index width", choose_index_width)]
         if group.name in over:
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
+        passes.append(("reduction layout", choose_reduction_layout))
         if backend == "triton":
-            passes += [("reduction layout", choose_reduction_layout), ("reduction split", choose_reduction_split)]
+            passes.append(("reduction split", choose_reduction_split))
         plans.append(run_plan_passes(group_plan(graph, group), passes))
     return plans
 

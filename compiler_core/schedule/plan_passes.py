@@ -11,7 +11,8 @@ kernel before and after each one:
                             kernel can pass 2**31 - 1
     choose_reduction_layout a reduction whose loads run contiguously along x (a sum over a tensor's outer
                             dimension: bias gradients) reduces columns: each program takes many adjacent
-                            columns and loops over the rows, so every load is one contiguous piece (Triton)
+                            columns and loops over the rows, so every load is one contiguous piece (both
+                            backends: C++ puts the columns in the innermost, vectorised loop)
     choose_reduction_split  a reduction with few rows and long rows, or few column blocks and long
                             columns, is split across many programs per row (Triton): each pass over the row
                             leaves partials, a small kernel reduces them
@@ -184,7 +185,8 @@ def choose_reduction_layout(plan: KernelPlan) -> KernelPlan:
     if along_x <= along_r:
         return plan
     note = (f"reduction layout: columns ({along_x} of {along_x + along_r} loads that move with the reduction "
-            f"are contiguous along x); a program takes up to {COLUMN_XBLOCK} adjacent columns and loops over rows")
+            f"are contiguous along x); a Triton program takes up to {COLUMN_XBLOCK} adjacent columns and loops "
+            "over rows, a C++ work item keeps one accumulator per column of its block with columns innermost")
     return dataclasses.replace(plan, columns=True, notes=plan.notes + (note,))
 
 

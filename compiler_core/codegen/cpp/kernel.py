@@ -181,6 +181,8 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.segments:
         body = _segmented_body(plan, stores_last=bool(aliased))
+    elif plan.is_reduction and plan.columns and len(plan.space.x) == 1:
+        body = _column_reduction_body(plan)
     else:
         body = _reduction_body(plan) if plan.is_reduction else _pointwise_body(plan, stores_last=bool(aliased))
     lines += ["    " + ln for ln in body]
@@ -389,3 +391,103 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
     else:
         out += ["{"] + ["    " + ln for ln in row.lines] + ["}"]
     return out
+
+
+# ---- column reductions -------------------------------------------------------------------------
+# A reduction over the outer dimension (plan.columns: memory runs along x) walks a row's columns in
+# the innermost, vectorised loop: each work item takes COLUMN_BLOCK adjacent columns, keeps one
+# accumulator per column, and goes down the rows. One row per iteration (the row body) would read
+# its column a whole row apart at each step, neither vectorised nor in one cache line.
+COLUMN_BLOCK = 64
+
+
+class _ColumnPrinter(CppPrinter):
+    """Inside a column block, a reduction's finished value is one per column: red_<node>[j]."""
+
+    def reduction_result(self, v: ReductionResult) -> str:
+        return f"red_{v.node}[j]"
+
+
+def _column_reduction_body(plan: KernelPlan) -> list[str]:
+    (xnumel,) = plan.space.x
+    rnames = [f"r{i}" for i in range(len(plan.space.r))]
+    block = min(COLUMN_BLOCK, xnumel)
+    root = _ColumnPrinter()
+    body: list[str] = []
+
+    def over_columns(printer: CppPrinter, simd: bool = True) -> list[str]:
+        """The block's columns as the innermost loop, x0 the column."""
+        root.sync_counter(printer)
+        head = ["#pragma omp simd"] if simd else []
+        return head + ["for (int64_t j = 0; j < xn; j++) {", "    const int64_t x0 = xb + j;"] + \
+            ["    " + ln for ln in printer.lines] + ["}"]
+
+    for kind, steps in plan.phases():
+        if kind == "row":
+            step = steps[0]
+            inner = root.child()
+            inner.origins = step.origins
+            inner.lines.append(inner.mark(store_statement(step, inner.emit(step.value))))
+            body += over_columns(inner)
+            continue
+        reductions = [s for s in steps if s.reduction_type]
+        init = root.child()
+        for s in reductions:
+            t = register_type(s.value.dtype)
+            body.append(root.mark(f"{t} acc_{s.node}[{block}];", s.origins))
+            body.append(root.mark(f"{t} red_{s.node}[{block}];", s.origins))
+            init.lines.append(init.mark(f"acc_{s.node}[j] = {reduction_init(s.reduction_type, s.value.dtype)};",
+                                        s.origins))
+            if _tracks_nan(s):
+                body.append(root.mark(f"int nan_acc_{s.node}[{block}];", s.origins))
+                init.lines.append(init.mark(f"nan_acc_{s.node}[j] = 0;", s.origins))
+        # Sums are compensated (Kahan): one accumulator down 8192 rows would lose ~30x eager's accuracy
+        # (eager sums in vector lanes and cascades). The compensation is dropped once the sum is not
+        # finite, so inf and NaN come out as eager's.
+        compensated = [s for s in reductions if s.reduction_type == "sum" and s.value.dtype.is_floating_point]
+        inner = root.child()
+        for s in compensated:
+            body.append(root.mark(f"{register_type(s.value.dtype)} comp_{s.node}[{block}];", s.origins))
+            init.lines.append(init.mark(f"comp_{s.node}[j] = 0;", s.origins))
+        if init.lines:
+            body += over_columns(init)
+        for s in steps:
+            inner.origins = s.origins
+            name = inner.emit(s.value)
+            if s in compensated:
+                acc, comp = f"acc_{s.node}[j]", f"comp_{s.node}[j]"
+                t = register_type(s.value.dtype)
+                inner.lines.append(inner.mark(f"{{ const {t} y = {name} - {comp}; const {t} sum = {acc} + y; "
+                                              f"{comp} = std::isfinite(sum) ? (sum - {acc}) - y : {t}(0); "
+                                              f"{acc} = sum; }}"))
+            elif s.reduction_type:
+                inner.lines.append(inner.mark(reduction_combine(s.reduction_type, f"acc_{s.node}[j]", name,
+                                                                _tracks_nan(s))))
+            else:
+                inner.lines.append(inner.mark(store_statement(s, name)))
+        rnumel = plan.rnumel
+        body.append(f"for (int64_t rr = 0; rr < {rnumel}; rr++) {{")
+        for name, stride, size in zip(rnames, Layout.contiguous(plan.space.r).stride, plan.space.r):
+            position = "rr" if stride == 1 else f"rr / {stride}"
+            position = position if stride * size == rnumel else f"({position}) % {size}"
+            body.append(f"    const int64_t {name} = {position};")
+        body += ["    " + ln for ln in over_columns(inner)]
+        body.append("}")
+        finish = root.child()
+        for s in reductions:
+            result = f"acc_{s.node}[j]"
+            if _tracks_nan(s):
+                nan = f"std::numeric_limits<{register_type(s.value.dtype)}>::quiet_NaN()"
+                result = f"(nan_acc_{s.node}[j] ? {nan} : {result})"
+            finish.lines.append(finish.mark(f"red_{s.node}[j] = {result};", s.origins))
+            if s.store_buffer:
+                finish.lines.append(finish.mark(store_statement(s, f"red_{s.node}[j]"), s.origins))
+        if finish.lines:
+            body += over_columns(finish)
+    out = []
+    if xnumel > block and xnumel * max(plan.rnumel, 1) >= PARALLEL_MIN_ELEMENTS:
+        out.append(_parallel_pragma(1))
+    out += [f"for (int64_t xb = 0; xb < {xnumel}; xb += {block}) {{",
+            f"    const int64_t xn = std::min<int64_t>({block}, {xnumel} - xb);"]
+    out += ["    " + ln for ln in body]
+    return out + ["}"]
