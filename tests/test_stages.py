@@ -275,3 +275,18 @@ def test_explorer_renders_a_program_with_a_dead_kernel():
 
     view = explore(lambda x: x.clone().zero_() + 1, torch.randn(3), repeats=0)
     assert all(html for html in view.sections.values())
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_arange_start_step_without_its_step_lowers(backend):
+    # torch's references (mvlgamma's) call aten.arange.start_step(start, end, dtype=...) and leave
+    # `step` to its default: the lowering used to read args[2] and fall back with an IndexError.
+    def fn(x):
+        return x + torch.ops.aten.arange.start_step(-2, 3, dtype=torch.float32)
+
+    x = torch.randn(4, 5)
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert not [g.fallback_reason for g in compiled.session.graphs if g.fell_back]
+    assert compiled.session.stats["kernel_count"] == 1
+

@@ -308,7 +308,8 @@ def arange(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     elif node.target is torch.ops.aten.arange.start:
         start, step = args[0], 1
     elif node.target is torch.ops.aten.arange.start_step:
-        start, step = args[0], args[2]
+        # `step` has a default: torch's references call arange.start_step(start, end) without it
+        start, step = args[0], args[2] if len(args) > 2 else node.kwargs.get("step", 1)
     elif node.target is torch.ops.prims.iota.default:
         start, step = node.kwargs["start"], node.kwargs["step"]
     else:
