@@ -275,6 +275,16 @@ def _tracks_nan(step: Step) -> bool:
     return step.reduction_type in ("amax", "amin") and step.value.dtype.is_floating_point
 
 
+def _finished(step: Step, element: str = "") -> str:
+    """A reduction's value once its pass is over: NaN if amax/amin saw one, else the accumulator
+    (`element`: the subscript of a column reduction's per-column accumulators)."""
+    result = f"acc_{step.node}{element}"
+    if _tracks_nan(step):
+        nan = f"std::numeric_limits<{register_type(step.value.dtype)}>::quiet_NaN()"
+        result = f"(nan_acc_{step.node}{element} ? {nan} : {result})"
+    return result
+
+
 def _simd_reduction_pragma(reductions: list[Step]) -> str:
     clauses = "".join(f" reduction({_OMP_REDUCTION[s.reduction_type]}:acc_{s.node})" for s in reductions)
     clauses += "".join(f" reduction(|:nan_acc_{s.node})" for s in reductions if _tracks_nan(s))
@@ -373,11 +383,8 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         row.lines += ["    " * len(loops) + ln for ln in inner.lines]
         row.lines += ["    " * d + "}" for d in reversed(range(len(loops)))]
         for s in reductions:
-            result = f"acc_{s.node}"
-            if _tracks_nan(s):
-                nan = f"std::numeric_limits<{register_type(s.value.dtype)}>::quiet_NaN()"
-                result = f"(nan_acc_{s.node} ? {nan} : {result})"
-            row.lines.append(row.mark(f"const {register_type(s.value.dtype)} red_{s.node} = {result};", s.origins))
+            row.lines.append(row.mark(f"const {register_type(s.value.dtype)} red_{s.node} = {_finished(s)};",
+                                      s.origins))
             if s.store_buffer:
                 row.lines.append(row.mark(store_statement(s, f"red_{s.node}"), s.origins))
     out = []
@@ -475,11 +482,7 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
         body.append("}")
         finish = root.child()
         for s in reductions:
-            result = f"acc_{s.node}[j]"
-            if _tracks_nan(s):
-                nan = f"std::numeric_limits<{register_type(s.value.dtype)}>::quiet_NaN()"
-                result = f"(nan_acc_{s.node}[j] ? {nan} : {result})"
-            finish.lines.append(finish.mark(f"red_{s.node}[j] = {result};", s.origins))
+            finish.lines.append(finish.mark(f"red_{s.node}[j] = {_finished(s, '[j]')};", s.origins))
             if s.store_buffer:
                 finish.lines.append(finish.mark(store_statement(s, f"red_{s.node}[j]"), s.origins))
         if finish.lines:
