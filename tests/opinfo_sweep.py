@@ -1,4 +1,4 @@
-"""OpInfo sweep: every PyTorch op with an fp32 CPU OpInfo, compiled with the C++ backend, compared to eager.
+"""OpInfo sweep: every PyTorch op with an fp32 OpInfo, compiled by us (C++ on CPU, Triton on CUDA), vs eager.
 
 Run as a script (it imports torch's test internals, which parse sys.argv and must stay out of the
 pytest process; PITFALLS.md):
@@ -6,6 +6,8 @@ pytest process; PITFALLS.md):
     python tests/opinfo_sweep.py            # summary, then one JSON object on the last line
     python tests/opinfo_sweep.py --table    # also one row per op: samples run, matched, mismatched
     python tests/opinfo_sweep.py --all      # every sample of every compiled op (slow: ~2800 samples x 2)
+    python tests/opinfo_sweep.py --device cuda --ops-from tests/opinfo_native.json --workers 12
+                                            # the CPU's native set, on the GPU with the Triton backend
 
 What runs:
 - every op's first sample. If our compiled program computed it (our kernels, views and the library
@@ -91,7 +93,13 @@ def _native(stats: dict) -> bool:
     return stats["fallback_graphs"] == 0 and not stats["fallback_ops"]
 
 
-def run_sample(op, sample) -> tuple[str, str]:
+BACKEND = {"cpu": "cpp", "cuda": "triton"}
+DEVICE = "cpu"  # set by --device in each worker process
+# --gpu-source: the Triton plans of each op's first compiled sample, compiled for the H200 at the end.
+GPU_PLANS: dict[str, list] = {}
+
+
+def run_sample(op, sample, keep_plans: str | None = None) -> tuple[str, str]:
     """(outcome, detail); outcome is native_match, eager_match, mismatch or eager_nondeterministic."""
 
     def fn(x, *args, **kwargs):
@@ -105,7 +113,7 @@ def run_sample(op, sample) -> tuple[str, str]:
     if not _same(fn(*_fresh((sample.input, *sample.args)), **_fresh(sample.kwargs)), expected):
         return "eager_nondeterministic", ""
     torch._dynamo.reset()
-    compiled = cc.compile(fn, backend="cpp")
+    compiled = cc.compile(fn, backend=BACKEND[DEVICE])
     before = compiled.session
     torch.manual_seed(0)
     try:
@@ -117,7 +125,33 @@ def run_sample(op, sample) -> tuple[str, str]:
         return "mismatch", "differs from eager" + ("" if ran_ours else " (graph ran partly in eager)")
     if not ran_ours:
         return "eager_match", _blockers(compiled, before)
+    if keep_plans:
+        GPU_PLANS[keep_plans] = _triton_plans(compiled.session)
     return "native_match", "" if compiled.session.stats["kernel_count"] else "no kernel"
+
+
+def _triton_plans(session) -> list:
+    """The kernel plans the Triton backend would print for the graphs this CPU session compiled."""
+    from compiler_core.codegen.wrapper import kernel_plans_with_passes
+
+    return [plan for rec in session.all_records() if rec.loops is not None and rec.schedule is not None
+            for plan, _ in kernel_plans_with_passes(rec.loops, rec.schedule, rec.memory, "triton")]
+
+
+def check_gpu_source(rows: list[dict]) -> None:
+    """Compile the kept plans' GPU Triton source for the H200 (no GPU needed); a rejected kernel is a
+    failure of its op, noted in the row."""
+    from compiler_core.codegen.triton.ahead import compile_for_gpu
+
+    owners = [(op, plan) for op, plans in GPU_PLANS.items() for plan in plans]
+    errors = compile_for_gpu([plan for _, plan in owners]) if owners else []
+    by_op: dict[str, list[str]] = {}
+    for (op, plan), error in zip(owners, errors):
+        if error:
+            by_op.setdefault(op, []).append(f"{plan.name}: {error[:300]}")
+    for row in rows:
+        row["gpu_source_checked"] = row["op"] in GPU_PLANS
+        row["gpu_source_errors"] = by_op.get(row["op"], [])
 
 
 def _blockers(compiled, before) -> str:
@@ -131,13 +165,13 @@ def _blockers(compiled, before) -> str:
     return ",".join(sorted(set(stats["fallback_ops"])))
 
 
-def sweep_op(op, cap: int | None) -> dict:
+def sweep_op(op, cap: int | None, gpu_source: bool = False) -> dict:
     name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
     row = {"op": name, "status": "", "available": 0, "run": 0, "native": 0, "matched": 0, "mismatched": 0,
            "eager_nondeterministic": 0, "mismatches": [], "blockers": "", "no_kernel": False}
     try:
-        samples = list(op.sample_inputs("cpu", torch.float32, requires_grad=False))
-        first = run_sample(op, samples[0])
+        samples = list(op.sample_inputs(DEVICE, torch.float32, requires_grad=False))
+        first = run_sample(op, samples[0], keep_plans=name if gpu_source else None)
     except Exception:  # noqa: BLE001 - no usable sample, or eager itself raises
         row["status"] = "skipped"
         return row
@@ -178,16 +212,20 @@ def sweep_op(op, cap: int | None) -> dict:
     return row
 
 
-def sweep(shard: int, shards: int, cap: int | None, names: set[str] | None) -> list[dict]:
+def sweep(shard: int, shards: int, cap: int | None, names: set[str] | None, gpu_source: bool = False
+          ) -> list[dict]:
     from torch.testing._internal.common_methods_invocations import op_db
 
     warnings.filterwarnings("ignore")
     # Every sample compiles afresh, so the limit is never the reason a call runs eager; should it be
     # reached anyway, fail loudly rather than let Dynamo run the frame in eager without a word.
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-    ops = [op for op in op_db if op.supports_dtype(torch.float32, "cpu")
+    ops = [op for op in op_db if op.supports_dtype(torch.float32, DEVICE)
            and (names is None or op.name + (f".{op.variant_test_name}" if op.variant_test_name else "") in names)]
-    return [sweep_op(op, cap) for op in ops[shard::shards]]
+    rows = [sweep_op(op, cap, gpu_source) for op in ops[shard::shards]]
+    if gpu_source:
+        check_gpu_source(rows)
+    return rows
 
 
 def summarize(rows: list[dict], cap: int | None, seconds: float) -> dict:
@@ -199,6 +237,9 @@ def summarize(rows: list[dict], cap: int | None, seconds: float) -> dict:
         "partly_eager": sorted(r["op"] for r in rows if r["status"] == "partly_eager" and r["mismatched"] == 0),
         "silent_mismatch": sorted([r["op"], *m] for r in rows for m in r["mismatches"]),
         "skipped": sorted(r["op"] for r in rows if r["status"] == "skipped"),
+        # --gpu-source: ops whose first sample's Triton kernels the GPU compiler rejects
+        "gpu_source_rejected": sorted([r["op"], e] for r in rows for e in r.get("gpu_source_errors", ())),
+        "gpu_source_checked": sum(bool(r.get("gpu_source_checked")) for r in rows),
         "blockers": _rank_blockers(rows),
         "samples": {key: sum(r[key] for r in rows) for key in ("run", "native", "matched", "mismatched",
                                                               "eager_nondeterministic")},
@@ -231,7 +272,8 @@ def print_report(result: dict, table: bool) -> None:
         print()
     cap = result["max_samples_per_op"]
     s = result["samples"]
-    print(f"ops: {len(result['compiled_match'])} compiled and matched ({len(result['views_or_library_only'])} of "
+    print(f"{DEVICE} ({BACKEND[DEVICE]} backend) ops: {len(result['compiled_match'])} compiled and matched "
+          f"({len(result['views_or_library_only'])} of "
           f"them views or library calls only), {len(result['partly_eager'])} ran partly "
           f"in eager and matched, {len({m[0] for m in result['silent_mismatch']})} with mismatches, "
           f"{len(result['skipped'])} skipped")
@@ -242,6 +284,11 @@ def print_report(result: dict, table: bool) -> None:
           + f", each also non-contiguous; {result['seconds']} s")
     for m in result["silent_mismatch"]:
         print(f"MISMATCH {m[0]} sample {m[1]} ({m[2]}): {m[3]}")
+    if result["gpu_source_checked"]:
+        print(f"GPU source: the Triton kernels of {result['gpu_source_checked']} ops' first samples compiled for "
+              f"sm_90; {len({r[0] for r in result['gpu_source_rejected']})} ops rejected")
+    for op, error in result["gpu_source_rejected"]:
+        print(f"GPU SOURCE REJECTED {op}: {error}")
 
 
 def main() -> None:
@@ -251,18 +298,34 @@ def main() -> None:
     parser.add_argument("--max-samples", type=int, default=DEFAULT_MAX_SAMPLES)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--ops", help="comma-separated op names: sweep only these (for debugging)")
+    parser.add_argument("--ops-from", help="sweep only the ops listed under 'native' in this JSON file "
+                        "(written by --native-json), e.g. to check the CPU's native set on CUDA")
+    parser.add_argument("--device", choices=sorted(BACKEND), default="cpu",
+                        help="cpu: C++ backend (default); cuda: Triton backend on the GPU")
+    parser.add_argument("--json-out", help="also write the result JSON to this file")
+    parser.add_argument("--gpu-source", action="store_true",
+                        help="also compile the Triton GPU source of each compiled op's first sample for an H200 "
+                             "(sm_90), without a GPU (compiler_core/codegen/triton/ahead.py)")
     parser.add_argument("--native-json", help="write the ops compiled and matched to this file (the set "
                         "tests/test_opinfo.py expects; only from a sweep of all ops)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
+    global DEVICE
+    DEVICE = args.device
+    if DEVICE == "cuda" and not torch.cuda.is_available():
+        sys.exit("--device cuda needs a CUDA GPU; none is visible to torch")
+    if args.ops_from:
+        listed = json.loads(Path(args.ops_from).read_text())["native"]
+        args.ops = ",".join(sorted(set(listed) | set(args.ops.split(",") if args.ops else ())))
     if args.shard:
         shard, shards = map(int, args.shard.split("/"))
         names = set(args.ops.split(",")) if args.ops else None
-        print(json.dumps(sweep(shard, shards, cap, names)))
+        print(json.dumps(sweep(shard, shards, cap, names, args.gpu_source)))
         return
     start = time.perf_counter()
-    flags = (["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
+    flags = ((["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
+             + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else []))
     workers = [subprocess.Popen([sys.executable, __file__, "--shard", f"{i}/{args.workers}", *flags],
                                 stdout=subprocess.PIPE, text=True) for i in range(args.workers)]
     rows = []
@@ -280,6 +343,8 @@ def main() -> None:
             "about": "ops compiled by us and matching eager on every sample run; tests/test_opinfo.py",
             "native": result["compiled_match"]}, indent=0) + "\n")
     print(json.dumps(result))
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps({"device": DEVICE, "backend": BACKEND[DEVICE], **result}) + "\n")
 
 
 if __name__ == "__main__":

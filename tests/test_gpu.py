@@ -3,6 +3,9 @@
 Run on a machine with a GPU: `python -m pytest -m gpu tests/test_gpu.py`.  Skipped without CUDA.
 """
 
+import subprocess
+import sys
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -116,15 +119,55 @@ def test_cpu_tensor_made_inside_a_cuda_graph():
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
 
 
-def test_tensor_indexed_loads_stay_extern_on_cuda():
-    # Compiled for the CPU only until they have run compiled on a GPU and out-of-range indices raise
-    # there (lowering's _on_the_cpu_only); on CUDA the embedding stays PyTorch's, with the same values.
-    weight = torch.randn(50, 8, device="cuda")
-    ids = torch.randint(0, 50, (4, 6), device="cuda")
-    fn = lambda w, i: torch.nn.functional.embedding(i, w) * 2  # noqa: E731
+INDEXED_LOADS = {
+    "embedding": (lambda w, i: torch.nn.functional.embedding(i, w) * 2,
+                  lambda: (torch.randn(50, 8, device="cuda"), torch.randint(0, 50, (4, 6), device="cuda"))),
+    "gather": (lambda x, i: torch.gather(x, 1, i) + 1,
+               lambda: (torch.randn(6, 9, device="cuda"), torch.randint(-9, 9, (6, 4), device="cuda") % 9)),
+    "index_select": (lambda x, i: x.index_select(0, i).relu(),
+                     lambda: (torch.randn(7, 5, device="cuda"), torch.tensor([6, 0, 3, 3], device="cuda"))),
+    "index_negative": (lambda x, i: x[i] * 3, lambda: (torch.randn(7, 5, device="cuda"),
+                                                       torch.tensor([-1, 2, -7], device="cuda"))),
+    "take": (lambda x, i: torch.take(x, i).exp(), lambda: (torch.randn(4, 5, device="cuda"),
+                                                          torch.tensor([[0, 19], [-20, 7]], device="cuda"))),
+    "interpolate": (lambda x: torch.nn.functional.interpolate(x, scale_factor=2, mode="bilinear") * 2,
+                    lambda: (torch.randn(2, 3, 5, 7, device="cuda"),)),
+    # BERT's token types: a two-row table in a reduction kernel, which autotuning times on random
+    # integer inputs (out of range for two rows: tuning must never trip the assert)
+    "embedding_layer_norm": (lambda w, i: F.layer_norm(F.embedding(i, w), (768,)),
+                             lambda: (torch.randn(2, 768, device="cuda"),
+                                      torch.randint(0, 2, (8, 512), device="cuda"))),
+    "max_pool_argmax": (lambda x: (F.max_pool2d(x, 3, 2, 1).relu(), x.flatten(2).argmax(-1)),
+                        lambda: (torch.randn(8, 64, 56, 56, device="cuda"),)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(INDEXED_LOADS))
+def test_tensor_indexed_loads_compile_on_cuda(name):
+    # Our kernels read through index tensors on the GPU too, with a device-side assert on the
+    # position as eager's CUDA kernels have (the out-of-range case: the next test).
+    fn, make = INDEXED_LOADS[name]
+    args = make()
     compiled = cc.compile(fn)
-    torch.testing.assert_close(compiled(weight, ids), fn(weight, ids))
-    assert "aten.embedding.default" in compiled.session.stats["fallback_ops"]
+    torch.testing.assert_close(compiled(*args), fn(*args))
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0, compiled.session.messages
+    if name not in ("interpolate", "max_pool_argmax"):  # positions computed, not read from a tensor
+        assert any("tl.device_assert(" in k.source for k in compiled.session.kernels)
+
+
+def test_out_of_range_index_stops_the_kernel_on_cuda():
+    # Eager CUDA stops with a device-side assert (the CUDA context is then unusable, so this runs in
+    # a child process); ours must do the same, never read another row without a word.
+    script = (
+        "import torch, compiler_core as cc\n"
+        "w = torch.randn(50, 8, device='cuda'); ids = torch.tensor([[3, 50]], device='cuda')\n"
+        "f = cc.compile(lambda w, i: torch.nn.functional.embedding(i, w) * 2)\n"
+        "out = f(w, ids); torch.cuda.synchronize(); print('NO ERROR', out.sum().item())\n")
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert "NO ERROR" not in run.stdout, run.stdout
+    assert run.returncode != 0
+    assert "device-side assert" in run.stderr or "index out of range in self" in run.stderr, run.stderr[-2000:]
 
 
 def test_kernels_write_over_dying_inputs_on_cuda():

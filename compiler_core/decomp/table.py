@@ -14,6 +14,7 @@ import functools
 import torch
 
 from compiler_core import _compat
+from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
 
@@ -52,12 +53,22 @@ DECOMPOSE = [
     aten.linalg_cross, aten.block_diag, aten.reflection_pad1d, aten.reflection_pad2d,
     aten.reflection_pad3d, aten.replication_pad1d, aten.replication_pad2d, aten.replication_pad3d,
     aten._chunk_cat,
+    # F.rms_norm: composite on the CPU, one fused ATen kernel on CUDA (torch >= 2.10); its reference
+    # is the same mean-of-squares arithmetic, which then fuses like any norm
+    aten._fused_rms_norm, aten._fused_rms_norm_backward,
+    # Pooling through torch's references: max-pool as a -inf pad and a window max over index
+    # arithmetic, its indices from our first-position reductions (arg_reductions.py); adaptive average
+    # pooling as window sums. Max-pool's backward stays PyTorch's: its reference scatter-adds, which on
+    # CUDA is atomic, so overlapping windows would sum in a different order on every run.
+    aten.max_pool2d_with_indices, aten.max_pool3d_with_indices, aten.adaptive_max_pool2d, aten.adaptive_max_pool3d,
+    aten._adaptive_avg_pool2d,
 ]
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
-    table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions()}
+    table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
+             **ARG_REDUCTIONS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference

@@ -17,7 +17,7 @@ import torch
 
 from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
-from compiler_core.codegen.triton.kernel import launch_grid
+from compiler_core.codegen.triton.kernel import ASSERT_OPTIONS, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
@@ -96,15 +96,18 @@ def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> 
     results = []
     for config in kernel.config_space:
         grid = eval(launch_grid(kernel.xnumel, config, kernel.segments))  # a literal tuple such as (4096,)
+        # Timed with its device asserts compiled out: the random index tensors here may point outside
+        # the tables they index, which the kernel clamps in range but an assert would stop the GPU on.
+        timed = {k: v for k, v in config.items() if k not in ASSERT_OPTIONS}
         try:
-            fn[grid](*args, **config)  # compile and warm up
+            fn[grid](*args, **timed)  # compile and warm up
             torch.cuda.synchronize()
         except Exception:  # noqa: BLE001 - a config the compiler rejects (e.g. out of resources) is skipped
             continue
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         start.record()
         for _ in range(REPEATS):
-            fn[grid](*args, **config)
+            fn[grid](*args, **timed)
         end.record()
         torch.cuda.synchronize()
         results.append((dict(config), start.elapsed_time(end) / REPEATS))

@@ -21,6 +21,8 @@ from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.index import Index, floordiv, mod
 from compiler_core.ir.values import (
+    GATHER_ERROR,
+    INDEX_ERROR,
     Cast,
     Constant,
     IndexValue,
@@ -41,6 +43,11 @@ TL_TYPE = {
     torch.int8: "tl.int8", torch.uint8: "tl.uint8", torch.bool: "tl.int1",
 }
 LOW_PRECISION = (torch.float16, torch.bfloat16)
+# A position read from an index tensor outside its dimension: eager CUDA's kernels stop with a
+# device-side assert; ours do the same, with eager's words for the error (runtime/kernel_errors.py).
+DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
+                          GATHER_ERROR: "index out of bounds for the dimension it gathers from"}
+ASSERT_OPTIONS = {"debug": True, "sanitize_overflow": False}  # Triton compile options, passed at launch
 PERSISTENT_MAX_RBLOCK = 16384
 LOOPED_RBLOCK = 2048
 
@@ -98,20 +105,26 @@ class TritonPrinter(CSEPrinter):
         """The position wrapped (with t.wrap, negative counts from the end) and, out of range, 0 so the
         load stays inside the buffer.  In the interpreter a live lane out of range also sets the error
         flag (the runtime raises eager's error); a GPU kernel cannot call Python and only stays inside."""
+        if value.lstrip("-").isdigit():  # a constant position: Triton's compiler has no `.to` on a Python int
+            value = f"tl.full([], {value}, tl.int64)"
         wrapped = self.named(f"tl.where({value} < 0, {value} + {t.size}, {value}).to(tl.int64)" if t.wrap
                              else f"{value}.to(tl.int64)", t.value)
         inside = f"({wrapped} >= 0) & ({wrapped} < {t.size})"
+        lanes = self.mask if mask is None else f"{self.mask} & {mask}"
         if self.interpret:
-            lanes = self.mask if mask is None else f"{self.mask} & {mask}"
             line = f"_check_position({inside}, {lanes}, {t.error})"
-            if line not in self.lines:
-                self.lines.append(line)
+        else:  # as eager's CUDA kernels do: a device-side assert (the kernel is compiled with debug on)
+            line = f'tl.device_assert(({inside}) | ~({lanes}), "{DEVICE_ASSERT_MESSAGES[t.error]}")'
+        if line not in self.lines:
+            self.lines.append(line)
         return f"tl.where({inside}, {wrapped}, 0)"
 
     def constant(self, v: Constant) -> str:
         return triton_literal(v.value, v.dtype)
 
     def index_value(self, v: IndexValue) -> str:
+        if not v.index.free_vars():  # a constant: Triton's compiler has no `.to` on a Python int
+            return f"tl.full([], {v.index.render()}, {register_dtype(v.dtype)})"
         return f"({v.index.render()}).to({register_dtype(v.dtype)})"
 
     def reduction_result(self, v: ReductionResult) -> str:
@@ -121,12 +134,13 @@ class TritonPrinter(CSEPrinter):
         if source.dtype == v.dtype or (v.dtype not in LOW_PRECISION and register_dtype(source.dtype) == register_dtype(
                 v.dtype)):
             return arg  # same register type, and no rounding to do
+        if isinstance(source, Constant):  # rounded here: a literal has no `.to` in Triton's compiler
+            value = torch.tensor(source.value, dtype=v.dtype).item() if v.dtype in LOW_PRECISION else source.value
+            return triton_literal(value, v.dtype)
         if v.dtype == torch.bfloat16 and self.interpret:
             return f"_round_to_bf16({arg}.to(tl.float32))"
         if v.dtype in LOW_PRECISION:
             return f"{arg}.to({TL_TYPE[v.dtype]}).to(tl.float32)"
-        if isinstance(source, Constant):
-            return triton_literal(source.value, v.dtype)
         return f"{arg}.to({register_dtype(v.dtype)})"
 
     def op(self, v: Op, args: list[str]) -> str:
@@ -498,6 +512,19 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
                            ) -> KernelSource:
     """`aliased`: parameters pointing at one storage (MemoryPlan.inplace): each program then loads
     all it reads before it stores, so an element's old value is read before it is overwritten."""
+    kernel = _generate_triton_kernel(plan, interpret, aliased)
+    if interpret or "tl.device_assert(" not in kernel.source:
+        return kernel
+    # Triton drops device_assert unless the kernel is compiled with debug on; its integer-overflow
+    # checks, which debug also turns on, stay off (they would guard every index computation).
+    # The options travel in each launch config, so the host program and autotuning pass them alike.
+    split = kernel.split and dataclasses.replace(kernel.split, row_config={**kernel.split.row_config,
+                                                                           **ASSERT_OPTIONS})
+    return dataclasses.replace(kernel, config_space=tuple({**c, **ASSERT_OPTIONS} for c in kernel.config_space),
+                               split=split or None)
+
+
+def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozenset[str]) -> KernelSource:
     if plan.split > 1:
         return _split_reduction_kernels(plan, interpret)
     configs = candidate_configs(plan, interpret)
@@ -568,6 +595,8 @@ def _flat_steps(plan: KernelPlan) -> list[Step]:
     ranges = {"xindex": plan.xnumel, "rindex": max(plan.rnumel, 1)}
     mapping: dict[str, Index] = {}
     for prefix, flat, sizes in (("x", "xindex", plan.space.x), ("r", "rindex", plan.space.r)):
+        # An empty space (a size 0) has no live lane: any mapping will do, as long as none divides by 0.
+        sizes = tuple(max(size, 1) for size in sizes)
         stride = 1
         for k in reversed(range(len(sizes))):
             q = floordiv(Index.var(flat), stride, ranges)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from compiler_core.ir.lowering.indexing import embedding, gather, index_select, index_tensor, on_the_cpu_only, take_
+from compiler_core.ir.lowering.indexing import embedding, gather, index_select, index_tensor, take_
 from compiler_core.ir.lowering.movement import cat_, constant_pad, flip_, roll_
 from compiler_core.ir.lowering.pointwise import (
     arange,
@@ -48,8 +48,7 @@ HANDLERS: dict[str, Callable] = {
     **{k: float_test(k) for k in ("isinf", "isposinf", "isneginf", "signbit")},
     "fmax": fmax_fmin("maximum"), "fmin": fmax_fmin("minimum"),
     "cat": cat_, "constant_pad": constant_pad, "flip": flip_, "roll": roll_,
-    **{k: on_the_cpu_only(h) for k, h in (("gather", gather), ("index_select", index_select),
-                                             ("embedding", embedding), ("take", take_),
-                                             ("index_tensor", index_tensor))},
+    "gather": gather, "index_select": index_select, "embedding": embedding, "take": take_,
+    "index_tensor": index_tensor,
     **{k: reduction_handler(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
 }

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 import torch
 
@@ -148,15 +148,3 @@ def index_tensor(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRe
         return _indirect_read(lw, src, free, positions, INDEX_ERROR, wrap=True)
 
     return lw.pointwise(node, val, body)
-
-
-def on_the_cpu_only(handler: Callable) -> Callable:
-    """Tensor-indexed loads run as our kernels on the CPU (C++, and Triton's interpreter) only, for now.
-    On a GPU they have not run compiled yet, and an out-of-range index there would read element 0
-    without a word where eager raises: until both are settled, CUDA graphs keep the extern call."""
-    def guarded(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
-        if lw.device == "cuda":
-            raise Unsupported("tensor-indexed loads are not compiled for CUDA yet (out-of-range indices would "
-                               "not raise there)")
-        return handler(lw, node, val)
-    return guarded
