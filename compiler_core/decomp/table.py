@@ -17,6 +17,7 @@ from compiler_core import _compat
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
+from compiler_core.decomp.pooling import POOLING
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -56,19 +57,19 @@ DECOMPOSE = [
     # F.rms_norm: composite on the CPU, one fused ATen kernel on CUDA (torch >= 2.10); its reference
     # is the same mean-of-squares arithmetic, which then fuses like any norm
     aten._fused_rms_norm, aten._fused_rms_norm_backward,
-    # Pooling through torch's references: max-pool as a -inf pad and a window max over index
-    # arithmetic, its indices from our first-position reductions (arg_reductions.py); adaptive average
-    # pooling as window sums. Max-pool's backward stays PyTorch's: its reference scatter-adds, which on
-    # CUDA is atomic, so overlapping windows would sum in a different order on every run.
-    aten.max_pool2d_with_indices, aten.max_pool3d_with_indices, aten.adaptive_max_pool2d, aten.adaptive_max_pool3d,
-    aten._adaptive_avg_pool2d,
+    # Pooling through torch's references where this torch has them (2-D max-pool is ours, pooling.py):
+    # window maxima over index arithmetic, their indices from our first-position reductions
+    # (arg_reductions.py); adaptive average pooling as window sums. Max-pool's backward stays
+    # PyTorch's: its reference scatter-adds, atomically on CUDA, so overlapping windows would sum in a
+    # different order on every run.
+    aten.max_pool3d_with_indices, aten.adaptive_max_pool2d, aten.adaptive_max_pool3d, aten._adaptive_avg_pool2d,
 ]
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
-             **ARG_REDUCTIONS}
+             **ARG_REDUCTIONS, **POOLING}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
