@@ -113,9 +113,24 @@ def test_erf_is_accurate_over_its_whole_range(backend):
 
 
 def test_extern_op_with_several_outputs():
-    # aten.max.dim returns (values, indices): one extern call, two buffers, and fused neighbours.
-    s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.max(x.sin(), dim=1)), torch.randn(5, 7))
+    # aten.sort returns (values, indices): one extern call, two buffers, and fused neighbours. (max.dim
+    # was the example until it became two of our reductions: decomp/arg_reductions.py.)
+    s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.sort(x.sin(), dim=1)), torch.randn(5, 7))
     assert s.stats["fallback_graphs"] == 0 and s.stats["extern_calls"] == 1
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_arg_reductions_take_the_first_extreme_and_nan_like_eager(backend):
+    # decomp/arg_reductions.py: ties give the first position, a NaN anywhere in a row wins (its first).
+    x = torch.tensor([[1.0, 3.0, 3.0, -2.0], [float("nan"), 5.0, float("nan"), 5.0], [-1.0, -1.0, -1.0, -1.0]])
+
+    def f(x):
+        values, positions = torch.max(x, dim=1)
+        low, low_at = torch.min(x, dim=0, keepdim=True)
+        return x.argmax(1), x.argmin(), values, positions, low, low_at
+
+    s = _run(f, x, backend=backend)
+    assert s.stats["fallback_ops"] == [] and s.stats["kernel_count"] >= 1, s.stats
 
 
 # ---- integer division by zero: eager on the CPU raises RuntimeError("ZeroDivisionError") -------------
