@@ -150,3 +150,33 @@ def test_dynamic_training_lets_dynamos_restart_through():
     reasons = [r.fallback_reason or "" for r in s.all_records()]
     assert not [m for m in s.messages + reasons if "AOT tracing failed" in m or "RestartAnalysis" in m], s.messages
     assert s.graphs[0].joint is not None and s.graphs[0].partition is not None
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("reduction,weighted", [("mean", False), ("mean", True), ("sum", False), ("none", True)])
+def test_cross_entropy_backward_is_ours_and_matches(backend, reduction, weighted):
+    # decomp/losses.py: nll_loss's backward as a one-hot comparison, fused into log_softmax's backward:
+    # no op runs in PyTorch, no logits-sized loss gradient is stored, the gradients equal eager's.
+    torch.manual_seed(0)
+    logits = torch.randn(9, 13, requires_grad=True)
+    target = torch.tensor([1, -100, 3, 12, 0, 5, 5, -100, 7])
+    weight = torch.rand(13) if weighted else None
+
+    def step(x):
+        loss = torch.nn.functional.cross_entropy(x * 2, target, weight=weight, reduction=reduction)
+        return loss.sum()
+
+    compiled = cc.compile(step, backend=backend)
+    loss = compiled(logits)
+    loss.backward()
+    got, logits.grad = logits.grad, None
+    expected = step(logits)
+    expected.backward()
+    torch.testing.assert_close(loss, expected)
+    torch.testing.assert_close(got, logits.grad)
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0, stats
+    # One backward kernel: the one-hot loss gradient is computed inside log_softmax's backward
+    # reduction (its comparison and the row sum in one kernel), never stored.
+    (kernel,) = compiled.session.graphs[0].backward.kernels
+    assert kernel.kind == "reduction" and "eq" in kernel.origins, kernel.origins

@@ -263,3 +263,31 @@ def test_extern_returning_a_number_passes_it_on():
     compiled = cc.compile(f, backend="cpp")
     _assert_same(compiled(x), f(x))
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_views_of_a_result_laid_out_unlike_torchs_metadata(backend, monkeypatch):
+    # copy(slice, src) has the slice's strides in torch's metadata, but our buffer for it is dense:
+    # views of it (slice_scatter's expand, as in T5's _shift_right) are re-applied to our layout
+    # (lowering.core._view_of_our_layout) instead of sending the graph to eager.
+    from compiler_core.ir.lowering import core
+
+    rebased = []
+    original = core.Lowering._view_of_our_layout
+    monkeypatch.setattr(core.Lowering, "_view_of_our_layout",
+                        lambda self, node, base, val: rebased.append(node.name) or original(self, node, base, val))
+
+    def shift_right(ids, x):
+        shifted = ids.new_zeros(ids.shape)
+        shifted[..., 1:] = ids[..., :-1].clone()
+        shifted[..., 0] = 7
+        y = x.clone()
+        y[:, ::2] = x[:, 1::2].t().t() * 3
+        return shifted * 2, y.t() + 1
+
+    ids, x = torch.randint(0, 50, (3, 6)), torch.randn(4, 6)
+    compiled = cc.compile(shift_right, backend=backend)
+    for got, expected in zip(compiled(ids, x), shift_right(ids, x)):
+        torch.testing.assert_close(got, expected)
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+    assert rebased, "the graph no longer has a view of a differently laid-out buffer: this test needs a new program"

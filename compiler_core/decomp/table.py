@@ -17,7 +17,9 @@ from compiler_core import _compat
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
+from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.pooling import POOLING
+from compiler_core.decomp.scatters import SCATTERS
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -63,13 +65,17 @@ DECOMPOSE = [
     # PyTorch's: its reference scatter-adds, atomically on CUDA, so overlapping windows would sum in a
     # different order on every run.
     aten.max_pool3d_with_indices, aten.adaptive_max_pool2d, aten.adaptive_max_pool3d, aten._adaptive_avg_pool2d,
+    # cross-entropy's nll: the forward as a gather of each row's target; the backward is ours (losses.py)
+    aten.nll_loss_forward,
+    # a slice's or select's backward: zeros, then the scatter (slice_scatter is ours: scatters.py)
+    aten.slice_backward, aten.select_scatter, aten.select_backward,
 ]
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
-             **ARG_REDUCTIONS, **POOLING}
+             **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference

@@ -21,6 +21,9 @@ from compiler_core.ir.values import (
     subs_index,
 )
 
+# Views whose arguments are strides and offsets in torch's layout: they cannot be re-applied to ours.
+STRIDED_VIEWS = {torch.ops.aten.as_strided.default}
+
 LOW_PRECISION = (torch.float16, torch.bfloat16)
 SUPPORTED_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64, torch.int32,
                     torch.int16, torch.int8, torch.uint8, torch.bool)
@@ -207,14 +210,31 @@ class Lowering:
         base = self.values[base_node.name]
         base_val = _compat.fake_value(base_node)
         if tuple(base.layout.stride) != tuple(base_val.stride()) and base.layout.numel > 1:
-            raise LoweringError(f"view {node.name} of {base_node.name}: buffer layout differs from torch's metadata")
+            # Our buffer is laid out differently from torch's metadata (new_buffer makes a strided
+            # result such as copy(slice, src) contiguous): apply the view op itself to our layout.
+            val, base_val = self._view_of_our_layout(node, base, base_val), None
 
         def one(v: torch.Tensor) -> ViewRef:
-            offset = base.layout.offset + v.storage_offset() - base_val.storage_offset()
+            start = base_val.storage_offset() if base_val is not None else 0
+            offset = base.layout.offset + v.storage_offset() - start
             return ViewRef(base.buffer, Layout(tuple(v.shape), tuple(v.stride()), offset), v.dtype)
 
         # split / unbind / chunk return several views of one buffer
         return tuple(one(v) for v in val) if isinstance(val, (list, tuple)) else one(val)
+
+    def _view_of_our_layout(self, node: torch.fx.Node, base: ViewRef, base_val: torch.Tensor) -> Any:
+        """The view `node` computed on a meta tensor with our buffer's sizes and strides (storage offset
+        0: the caller adds the buffer's). Views given explicit strides are refused: their strides
+        name torch's layout, not ours."""
+        if node.target in STRIDED_VIEWS or any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
+            raise LoweringError(f"view {node.name} of {node.args[0].name}: buffer layout differs from torch's "
+                                "metadata")
+        ours = torch.empty_strided(tuple(base_val.shape), tuple(base.layout.stride), dtype=base_val.dtype,
+                                   device="meta")
+        try:
+            return node.target(ours, *node.args[1:], **node.kwargs)
+        except RuntimeError as exc:  # e.g. a view() that our strides cannot express
+            raise LoweringError(f"view {node.name} of {node.args[0].name}: not a view of our layout ({exc})") from exc
 
     def _extern(self, node: torch.fx.Node, reason: str) -> None:
         def convert(a: Any) -> Any:

@@ -289,15 +289,17 @@ def fill_(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
         value = 1
     elif target is torch.ops.aten.scalar_tensor.default:
         value = node.args[0]
-    elif target in (torch.ops.aten.fill.Scalar, torch.ops.aten.full_like.default):
+    elif target in (torch.ops.aten.fill.Scalar, torch.ops.aten.fill.Tensor, torch.ops.aten.full_like.default):
         value = node.args[1]
     elif target in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
                     torch.ops.aten.new_empty.default, torch.ops.aten.zero.default):
         value = 0  # uninitialized memory may hold anything: zeros, made by a kernel that fuses
     else:
         raise Unsupported("fill variant")
-    if isinstance(value, torch.fx.Node):
-        raise Unsupported("fill with a tensor value")
+    if isinstance(value, torch.fx.Node):  # fill.Tensor: a 0-d tensor's value, broadcast and cast
+        if _compat.fake_value(value).dim() != 0:
+            raise Unsupported("fill with a tensor value that is not 0-d")
+        return lw.pointwise(node, val, lambda names: lw.load(value, tuple(val.shape), names, val.dtype))
     return lw.pointwise(node, val, lambda names: Constant(scalar_of(value, val.dtype), val.dtype))
 
 
