@@ -56,8 +56,10 @@ def test_a_thousand_node_graph_schedules_within_a_second_and_scales_linearly():
     small, large = _loops(10), _loops(20)
     assert len(large.nodes) >= 1000, len(large.nodes)
     small_s, large_s = _schedule_seconds(small), _schedule_seconds(large)
-    # Issue 6 asks for 0.5 s; measured 0.36 s (500 nodes) and 0.79 s (1,000) at load 7 on the 2-core machine.
-    assert large_s < 1.0, f"{len(large.nodes)} loop nodes scheduled in {large_s:.2f} s"
+    # Issue 6 asks for 0.5 s. Measured on the 2-core machine with the test suite running beside it:
+    # 0.60 s before candidate plans shared their recomputed producers and skipped parameter naming
+    # (kernel_plan.build_kernel_plan), 0.43 s after. The bound leaves room for a busier machine.
+    assert large_s < 0.75, f"{len(large.nodes)} loop nodes scheduled in {large_s:.2f} s"
     assert large_s < 2.5 * small_s, f"twice the nodes took {large_s / small_s:.1f}x the time"
 
 

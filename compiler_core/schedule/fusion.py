@@ -74,6 +74,7 @@ class _Scheduler:
         self.decisions: dict[tuple, FusionDecision] = {}
         # Whether a set of nodes forms one kernel depends on those nodes alone: build each plan once.
         self.plan_verdicts: dict[tuple[tuple[str, ...], Space], str | None] = {}
+        self.recomputed: dict = {}  # kernel_plan.build_kernel_plan's cache of producers recomputed at a load
         self.merged_space: dict[tuple[int, int], Space] = {}  # legal pair -> the fused kernel's space
 
     # ---- main loop ----------------------------------------------------------------------
@@ -192,7 +193,8 @@ class _Scheduler:
             self.plan_verdicts[key] = None
         if key not in self.plan_verdicts:
             try:
-                build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space)
+                build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space,
+                                  self.recomputed, parameters=False)
                 self.plan_verdicts[key] = None
             except PlanError as why:
                 self.plan_verdicts[key] = str(why)

@@ -112,7 +112,7 @@ def _merge(graph: LoopGraph, batch: list[FusionGroup]) -> tuple[FusionGroup, str
         nodes = tuple(sorted((n for g in same for n in g.nodes), key=order.get))
         materialized = {b for g in same for b in g.materialized}
         try:
-            build_kernel_plan(graph, "candidate", list(nodes), materialized, Space(x))
+            build_kernel_plan(graph, "candidate", list(nodes), materialized, Space(x), parameters=False)
             segments.append((nodes, x))
         except PlanError:  # should not happen for independent pointwise nodes; keep them apart then
             segments += [(g.nodes, x) for g in same]

@@ -271,8 +271,14 @@ class KernelPlan:
 
 
 def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materialized: set[str],
-                      space: Space) -> KernelPlan:
-    """Place `members` (topological order) into `space`; store only `materialized` buffers."""
+                      space: Space, recomputed: Optional[dict] = None, parameters: bool = True) -> KernelPlan:
+    """Place `members` (topological order) into `space`; store only `materialized` buffers.
+
+    `recomputed`: a cache shared by the plans one scheduler builds for one graph: a pointwise
+    producer's body at the element a load asks for depends on the producer, the load's index and the
+    space alone, not on the other members, so the scheduler's many candidate plans build each once.
+    `parameters=False`: buffers keep their names (a candidate plan, built only to see whether it
+    raises PlanError, is never printed)."""
     nodes = {n: graph.node(n) for n in members}
     ranges = space.ranges()
     placed: dict[str, tuple[dict[str, Index], str]] = {}
@@ -311,9 +317,14 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                                     f"at this row's result {store}: the rows of the two do not line up")
                 return ReductionResult(same_reduction.get(producer.name, producer.name), producer.body.dtype)
             # Pointwise producer: recompute it here, at the element this load asks for.
-            mapping = invert_layout(producer, v.index, ranges)
-            # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
-            body = subs_index(with_origins(producer.body, producer.origins), mapping, ranges)
+            key = (producer.name, v.index, space)
+            body = recomputed.get(key) if recomputed is not None else None
+            if body is None:
+                mapping = invert_layout(producer, v.index, ranges)
+                # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
+                body = subs_index(with_origins(producer.body, producer.origins), mapping, ranges)
+                if recomputed is not None:
+                    recomputed[key] = body
             if v.mask is None:
                 return resolve(body, depth + 1)
             # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
@@ -348,8 +359,8 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                           store_buffer=node.output.name if is_stored else None, store_index=store_index,
                           store_dtype=node.output.dtype, origins=node.origins))
     origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
-    return _with_parameters(KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(),
-                                       origins=origins))
+    plan = KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(), origins=origins)
+    return _with_parameters(plan) if parameters else plan
 
 
 def group_plan(graph: LoopGraph, group) -> KernelPlan:
