@@ -84,3 +84,26 @@ def test_the_elementwise_fast_path_takes_the_same_decisions(monkeypatch):
     _, built = schedule_with_epilogues(loops)
     assert fast.pretty() == built.pretty()
     assert fast.kernel_count == built.kernel_count > 5
+
+
+def test_schedule_and_decision_log_do_not_depend_on_the_hash_seed():
+    # Python salts string hashes per process: any walk over a set of names would order the decision
+    # log (and name a different node in a refusal) differently in every process, and what the
+    # explorer shows or the kernel cache keys would change from run to run.
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = ("import sys, hashlib; sys.path.insert(0, 'tests')\n"
+              "from test_compile_time import _loops\n"
+              "from compiler_core.schedule.epilogues import schedule_with_epilogues\n"
+              "print(hashlib.sha1(schedule_with_epilogues(_loops(2))[1].pretty().encode()).hexdigest())\n")
+    root = Path(__file__).resolve().parents[1]
+    digests = set()
+    for seed in ("1", "2", "3"):
+        run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, cwd=root, timeout=300,
+                             env={**os.environ, "PYTHONHASHSEED": seed})
+        assert run.returncode == 0, run.stderr[-2000:]
+        digests.add(run.stdout.strip().splitlines()[-1])
+    assert len(digests) == 1, digests

@@ -53,16 +53,19 @@ class _Scheduler:
         self.order = {n.name: i for i, n in enumerate(graph.nodes)}
         self.nodes = {n.name: n for n in graph.nodes}
         self.producer_of = {b: n.name for b, n in graph.producers().items()}
-        self.readers: dict[str, set[str]] = {}  # node -> nodes reading its output
+        # Reader sets are dicts (insertion-ordered, in graph order): walks over them, and so the decision
+        # log and the node a refusal names, are the same in every process (a set's order follows the
+        # per-process string hash).
+        self.readers: dict[str, dict[str, None]] = {}  # node -> nodes reading its output
         for n in graph.nodes:
             for b in n.input_buffers:
                 if b in self.producer_of:
-                    self.readers.setdefault(self.producer_of[b], set()).add(n.name)
+                    self.readers.setdefault(self.producer_of[b], {})[n.name] = None
         self.graph_outputs = graph.output_buffers()
-        self.buffer_readers: dict[str, set[str]] = {}  # any buffer (graph inputs too) -> nodes reading it
+        self.buffer_readers: dict[str, dict[str, None]] = {}  # any buffer (graph inputs too) -> its readers
         for n in graph.nodes:
             for b in n.input_buffers:
-                self.buffer_readers.setdefault(b, set()).add(n.name)
+                self.buffer_readers.setdefault(b, {})[n.name] = None
         self.buffer_bytes = {b.name: b.nbytes for b in graph.inputs}
         self.buffer_bytes.update({b.name: b.nbytes for n in graph.nodes for b in (n.output, *n.extra_outputs)})
         # The groups in a topological order (`None` where a merge left a hole), kept valid through every
