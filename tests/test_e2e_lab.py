@@ -42,6 +42,10 @@ CELLS = [
     "%load_ext explorer\nimport torch\nx = torch.randn(64, 128)",
     "%%fcompile\ny = torch.softmax(x, -1) * 2\ny.sum()",
     "print('assigned:', tuple(y.shape))",
+    # A graph large enough to be drawn collapsed (86 nodes): the Graph tab's search, expand and zoom.
+    "from explorer import explore\nimport torch.nn as nn\n"
+    "deep = nn.Sequential(*[nn.Sequential(nn.Linear(16, 16), nn.LayerNorm(16), nn.GELU()) for _ in range(12)])\n"
+    "explore(deep, torch.randn(4, 16), repeats=2, kernels_for=())",
 ]
 TAB_TITLES = [title for title, _ in VIEWS]
 
@@ -183,6 +187,8 @@ def test_fcompile_cell_runs_in_real_jupyterlab(lab, browser):
     try:
         ok = _run_all(page)
         outputs = page.inner_text(".jp-Notebook")
+        if ok:
+            _use_the_graph_controls(page.locator(".jp-OutputArea .widget-tab").last)
     finally:
         page.screenshot(path=str(SHOTS / "fcompile-cell.png"), full_page=True)
         page.close()
@@ -193,6 +199,39 @@ def test_fcompile_cell_runs_in_real_jupyterlab(lab, browser):
     assert "tensor(128." in outputs, outputs[-2000:]
     assert "this cell: 1 graph" in outputs and "Fusion" in outputs and "Kernels" in outputs, outputs[-2000:]
     assert "Traceback" not in outputs and "Error" not in outputs.split("assigned")[0]
+
+
+def _use_the_graph_controls(tab) -> None:
+    """The Graph tab of a collapsed drawing, used as a person would: search (hits listed, and outlined
+    in the drawing), expand a module of the overview (the drawing is redrawn), zoom to half size."""
+    expect = sync_api.expect
+    tab.locator(":scope > .lm-TabBar .lm-TabBar-tab").nth(TAB_TITLES.index("Graph")).click()
+    pane = tab.locator(".fxe-graph:visible").first
+    expect(pane).to_be_visible(timeout=30_000)
+    before = pane.inner_html()
+    search = tab.get_by_placeholder("search nodes and kernels: name, op or module")
+    search.fill("layer_norm")
+    search.press("Enter")
+    expect(tab).to_contain_text(re.compile(r"\d+ match(es)?"), timeout=30_000)
+    searched = tab.locator(".fxe-graph:visible").first.inner_html()
+    assert searched != before, "the search hits were not marked in the drawing"
+    # The widget replaces the drawing's element on every redraw: look it up afresh each time.
+    drawing = tab.locator(".fxe-graph:visible").first
+    tab.locator("select[multiple]:visible").first.select_option(index=0)
+    _wait_until(lambda: drawing.inner_html() != searched, "expanding a module did not redraw the graph")
+    _shot(tab, "deep-graph-expanded")
+    width = drawing.evaluate("e => e.querySelector('img').getBoundingClientRect().width")
+    tab.get_by_role("button", name="50%").click()
+    _wait_until(lambda: drawing.evaluate("e => e.querySelector('img').getBoundingClientRect().width") < width,
+                "zooming to 50% did not shrink the drawing")
+    _shot(tab, "deep-graph-zoomed")
+
+
+def _wait_until(condition, failure: str, seconds: float = 30) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition():
+        assert time.monotonic() < deadline, failure
+        time.sleep(0.25)
 
 
 # Every ipywidgets Tab on the page: its tab titles, in order (ipywidgets 8 draws a Lumino TabPanel).
