@@ -240,6 +240,22 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
             knobs.runtime.interpret = old_knob
 
 
+def triton_assert_options() -> dict:
+    """Compile options under which Triton keeps `tl.device_assert` (it drops them otherwise), without
+    its integer-overflow checks where this Triton can turn those off separately: 3.x has `debug`
+    (asserts and overflow checks) and `sanitize_overflow`; newer versions also `enable_assertions`.
+    Passed as launch keywords, which Triton rejects when it does not know them."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        fields = set(CUDAOptions.__dataclass_fields__)
+    except Exception:  # noqa: BLE001 - no CUDA backend (a CPU-only Triton, or none): the kernel never launches
+        return {"debug": True}
+    if "enable_assertions" in fields:
+        return {"enable_assertions": True, **({"sanitize_overflow": False} if "sanitize_overflow" in fields else {})}
+    return {"debug": True, **({"sanitize_overflow": False} if "sanitize_overflow" in fields else {})}
+
+
 def libdevice_import() -> str:
     """The import line for libdevice (compiled GPU kernels only)."""
     return "from triton.language.extra import libdevice"

@@ -16,6 +16,7 @@ import math
 
 import torch
 
+from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource, SplitLaunch
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
@@ -47,7 +48,7 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 # device-side assert; ours do the same, with eager's words for the error (runtime/kernel_errors.py).
 DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
                           GATHER_ERROR: "index out of bounds for the dimension it gathers from"}
-ASSERT_OPTIONS = {"debug": True, "sanitize_overflow": False}  # Triton compile options, passed at launch
+ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keeping them, passed at launch
 PERSISTENT_MAX_RBLOCK = 16384
 LOOPED_RBLOCK = 2048
 
@@ -515,7 +516,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
     kernel = _generate_triton_kernel(plan, interpret, aliased)
     if interpret or "tl.device_assert(" not in kernel.source:
         return kernel
-    # Triton drops device_assert unless the kernel is compiled with debug on; its integer-overflow
+    # Triton drops device_assert unless the kernel is compiled with assertions on; its integer-overflow
     # checks, which debug also turns on, stay off (they would guard every index computation).
     # The options travel in each launch config, so the host program and autotuning pass them alike.
     split = kernel.split and dataclasses.replace(kernel.split, row_config={**kernel.split.row_config,
