@@ -1,4 +1,5 @@
-"""2-D max pooling as ops we lower: a -inf pad, the windows as a view, a max and its first position.
+"""Max pooling as ops we lower: the forward as a -inf pad, the windows as a view, a max and its first
+position; the backward as a gather over the few windows that can hold each input position.
 
 torch's own reference for max_pool2d_with_indices exists only in recent versions (2.13 has it, the
 2.11 of our GPU image does not), so the op would stay PyTorch's call there. This one needs nothing
@@ -6,9 +7,25 @@ new: `unfold` makes the windows a strided view of the padded input (N, C, OH, OW
 reshape to (..., kh*kw) is placed by index arithmetic inside the fused kernel, and the max with its
 first position comes from arg_reductions.max_dim. Indices are positions in the unpadded input's
 H*W plane, as eager returns them; windows never hold only padding (eager requires pad <= kernel/2).
+
+The backward. torch's reference scatter-adds each window's gradient at its index: on CUDA that is an
+atomic add, so where windows overlap (ResNet's 3x3 stride-2 pool) the sums come out in a different
+order on every run. Read the other way round it is a gather: input position h can only have been
+picked by a window that covers it, and those are the output positions
+
+    (h + pad) // stride - j,   j = 0 .. (dilation * (kernel - 1)) // stride
+
+(two per dimension for ResNet's pool, one where stride >= span). Each input position sums, over
+those candidates, the gradient of every candidate window whose index names it: pure index
+arithmetic and gathers, one pointwise kernel, deterministic. The candidates are visited in
+ascending output order and summed in fp32, as eager's CPU and CUDA kernels accumulate them, so each
+value rounds as eager's does.
 """
 
 from __future__ import annotations
+
+import itertools
+import math
 
 import torch
 import torch.nn.functional as F
@@ -60,4 +77,141 @@ def max_pool2d_with_indices(x: torch.Tensor, kernel_size, stride=(), padding=0, 
     return values, indices
 
 
-POOLING = {aten.max_pool2d_with_indices.default: max_pool2d_with_indices}
+def _spatial(value, dims: int, default=None) -> tuple[int, ...]:
+    value = [value] if isinstance(value, int) else list(value) or list(default)
+    return tuple(value) * dims if len(value) == 1 else tuple(value)
+
+
+def _along(d: int, dims: int, t: torch.Tensor) -> torch.Tensor:
+    """A 1-D tensor laid along spatial dim `d` of a `dims`-dimensional plane."""
+    shape = [1] * dims
+    shape[d] = -1
+    return t.view(shape)
+
+
+def _windows_holding(in_sizes, out_sizes, kernel, strides, pads, dilations, device):
+    """For every input position (flattened plane), the output windows that can hold it: yields
+    (where, valid), the flat output position of one candidate window per input position and whether
+    that window exists and covers it, one candidate at a time in ascending output order."""
+    dims = len(in_sizes)
+    per_dim = []
+    for d in range(dims):
+        position = torch.arange(in_sizes[d], device=device)
+        last = (position + pads[d]) // strides[d]  # the last window starting at or before this position
+        span = dilations[d] * (kernel[d] - 1) + 1
+        candidates = []
+        for j in reversed(range((span - 1) // strides[d] + 1)):
+            start = last - j
+            covers = (start >= 0) & (start < out_sizes[d]) & (position < start * strides[d] - pads[d] + span)
+            candidates.append((start.clamp(0, out_sizes[d] - 1), covers))
+        per_dim.append(candidates)
+    in_plane = math.prod(in_sizes)
+    for combo in itertools.product(*per_dim):
+        where, valid = None, None
+        for d, (start, covers) in enumerate(combo):
+            term = _along(d, dims, start) * math.prod(out_sizes[d + 1:])
+            inside = _along(d, dims, covers)
+            where = term if where is None else where + term
+            valid = inside if valid is None else valid & inside
+        yield where.reshape(in_plane), valid.reshape(in_plane)
+
+
+def _opmath(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+
+
+def _max_pool_backward(dims: int):
+    def backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size, stride, padding, dilation,
+                 ceil_mode: bool, indices: torch.Tensor) -> torch.Tensor:
+        if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+            return NotImplemented
+        kernel = _spatial(kernel_size, dims)
+        lead, in_sizes, out_sizes = x.shape[:-dims], x.shape[-dims:], grad_output.shape[-dims:]
+        in_plane, out_plane = math.prod(in_sizes), math.prod(out_sizes)
+        grads = grad_output.reshape(*lead, out_plane).to(_opmath(x.dtype))
+        picked = indices.reshape(*lead, out_plane)
+        position = sum(_along(d, dims, torch.arange(in_sizes[d], device=x.device)) * math.prod(in_sizes[d + 1:])
+                       for d in range(dims)).reshape(in_plane)
+        total = None
+        for where, valid in _windows_holding(in_sizes, out_sizes, kernel, _spatial(stride, dims, default=kernel),
+                                             _spatial(padding, dims), _spatial(dilation, dims), x.device):
+            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
+            hit = valid & (picked.gather(-1, where) == position)
+            part = torch.where(hit, grads.gather(-1, where), 0.0)
+            total = part if total is None else total + part
+        return total.to(x.dtype).reshape(x.shape)
+
+    return backward
+
+
+def _avg_pool_divisors(in_sizes, out_sizes, kernel, strides, pads, count_include_pad: bool, device):
+    """Each window's divisor, as eager computes it: the window clipped to the padded input (with the
+    padding counted) or to the input itself (without)."""
+    dims, count = len(in_sizes), None
+    for d in range(dims):
+        start = torch.arange(out_sizes[d], device=device) * strides[d] - pads[d]
+        end = torch.clamp(start + kernel[d], max=in_sizes[d] + pads[d])
+        size = end - start if count_include_pad else end.clamp(max=in_sizes[d]) - start.clamp(min=0)
+        count = _along(d, dims, size) if count is None else count * _along(d, dims, size)
+    return count
+
+
+def _avg_pool(dims: int):
+    def forward(x: torch.Tensor, kernel_size, stride=(), padding=0, ceil_mode: bool = False,
+                count_include_pad: bool = True, divisor_override=None) -> torch.Tensor:
+        if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+            return NotImplemented
+        kernel = _spatial(kernel_size, dims)
+        strides, pads = _spatial(stride, dims, default=kernel), _spatial(padding, dims)
+        lead, in_sizes = x.dim() - dims, x.shape[-dims:]
+        out_sizes = [_output_size(in_sizes[d], kernel[d], pads[d], strides[d], 1, ceil_mode) for d in range(dims)]
+        spec = []  # F.pad lists the last dimension first
+        for d in reversed(range(dims)):
+            spec += [pads[d], max(0, (out_sizes[d] - 1) * strides[d] + kernel[d] - in_sizes[d] - pads[d])]
+        windows = F.pad(x.to(_opmath(x.dtype)), spec)
+        for d in range(dims):
+            windows = windows.unfold(lead + d, kernel[d], strides[d]).narrow(lead + d, 0, out_sizes[d])
+        total = windows.sum(dim=tuple(range(-dims, 0)))
+        if divisor_override:
+            return (total / divisor_override).to(x.dtype)
+        divisor = _avg_pool_divisors(in_sizes, out_sizes, kernel, strides, pads, count_include_pad, x.device)
+        return (total / divisor).to(x.dtype)
+
+    return forward
+
+
+def _avg_pool_backward(dims: int):
+    def backward(grad_output: torch.Tensor, x: torch.Tensor, kernel_size, stride, padding, ceil_mode: bool,
+                 count_include_pad: bool, divisor_override) -> torch.Tensor:
+        if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+            return NotImplemented
+        kernel = _spatial(kernel_size, dims)
+        strides, pads = _spatial(stride, dims, default=kernel), _spatial(padding, dims)
+        lead, in_sizes, out_sizes = x.shape[:-dims], x.shape[-dims:], grad_output.shape[-dims:]
+        in_plane, out_plane = math.prod(in_sizes), math.prod(out_sizes)
+        grads = grad_output.to(_opmath(x.dtype))
+        if divisor_override:
+            grads = grads / divisor_override
+        else:
+            grads = grads / _avg_pool_divisors(in_sizes, out_sizes, kernel, strides, pads, count_include_pad,
+                                               x.device)
+        grads = grads.reshape(*lead, out_plane)
+        total = None
+        for where, valid in _windows_holding(in_sizes, out_sizes, kernel, strides, pads, (1,) * dims, x.device):
+            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
+            part = torch.where(valid, grads.gather(-1, where), 0.0)
+            total = part if total is None else total + part
+        return total.to(x.dtype).reshape(x.shape)
+
+    return backward
+
+
+POOLING = {
+    aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
+    aten.max_pool2d_with_indices_backward.default: _max_pool_backward(2),
+    aten.max_pool3d_with_indices_backward.default: _max_pool_backward(3),
+    aten.avg_pool2d.default: _avg_pool(2),
+    aten.avg_pool3d.default: _avg_pool(3),
+    aten.avg_pool2d_backward.default: _avg_pool_backward(2),
+    aten.avg_pool3d_backward.default: _avg_pool_backward(3),
+}

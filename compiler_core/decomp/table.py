@@ -69,6 +69,9 @@ DECOMPOSE = [
     aten.nll_loss_forward,
     # a slice's or select's backward: zeros, then the scatter (slice_scatter is ours: scatters.py)
     aten.slice_backward, aten.select_scatter, aten.select_backward,
+    # batch norm's backward (training and eval mode: two per-channel sums and pointwise math, in fp32 for
+    # bf16/fp16) and the functional form of its training forward that F.batch_norm may trace to
+    aten.native_batch_norm_backward, aten._batch_norm_with_update_functional,
 ]
 
 
