@@ -19,6 +19,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.pooling import POOLING
+from compiler_core.decomp.scans import SCANS
 from compiler_core.decomp.scatters import SCATTERS
 
 aten = torch.ops.aten
@@ -72,13 +73,16 @@ DECOMPOSE = [
     # batch norm's backward (training and eval mode: two per-channel sums and pointwise math, in fp32 for
     # bf16/fp16) and the functional form of its training forward that F.batch_norm may trace to
     aten.native_batch_norm_backward, aten._batch_norm_with_update_functional,
+    # torch's references over index arithmetic, gathers and compares: F.unfold's windows (im2col), a
+    # grid sample's bilinear/nearest gathers, isin as a broadcast compare and any
+    aten.im2col, aten.grid_sampler_2d, aten.isin,
 ]
 
 
 @functools.lru_cache(maxsize=1)
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
-             **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS}
+             **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCANS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
@@ -204,6 +208,17 @@ LIBRARY_OPS = {
         "attention backward runs in PyTorch's SDPA kernel (extern call)",
 }
 
+# Dense linear algebra (factorizations, solves, eigen- and singular values): LAPACK on the CPU, cuSOLVER
+# or MAGMA on the GPU, which is where these belong; no compiler writes its own pivoted LU. They are
+# library calls by design, like matmul, and the pointwise work around them still fuses.
+_LINALG = ("_linalg_svd", "_linalg_eigh", "linalg_eig", "_linalg_eigvals", "_linalg_solve_ex", "linalg_inv_ex",
+           "linalg_lu_factor_ex", "linalg_lu", "linalg_lu_solve", "linalg_cholesky_ex", "linalg_qr",
+           "linalg_ldl_factor_ex", "linalg_ldl_solve", "_linalg_slogdet", "_linalg_det",
+           "linalg_solve_triangular", "linalg_householder_product", "linalg_pinv", "cholesky",
+           "cholesky_solve", "cholesky_inverse", "geqrf", "ormqr", "triangular_solve")
+LIBRARY_OPS.update({getattr(aten, name): "dense linear algebra runs in LAPACK/cuSOLVER (extern call)"
+                    for name in _LINALG if hasattr(aten, name)})
+
 _INTEGER_ONLY_DIVISION = {"Tensor_mode", "Scalar_mode"}
 
 
@@ -237,7 +252,16 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         return "extern", LIBRARY_OPS[packet]
     if target is __import__("operator").getitem:
         return "getitem", ""
+    if _is_linalg_error_check(node):
+        return "extern", "linear-algebra error check (raises eager's error on a singular input) runs in PyTorch"
     return "extern", f"no lowering for {target}: runs in PyTorch"
+
+
+def _is_linalg_error_check(node: torch.fx.Node) -> bool:
+    """`with_effects(token, aten._linalg_check_errors, info, ...)`: the error check after a
+    factorization, kept in program order by an effect token; part of the library call before it."""
+    return (str(node.target) == "with_effects" and len(node.args) > 1
+            and getattr(node.args[1], "overloadpacket", None) is aten._linalg_check_errors)
 
 
 def _refused_by_eager(node: torch.fx.Node) -> str:
