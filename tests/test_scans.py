@@ -1,0 +1,42 @@
+"""Short cumsum/cumprod are a masked reduction of ours (decomp/scans.py); long ones stay PyTorch's."""
+
+import pytest
+import torch
+
+import compiler_core as cc
+from compiler_core.decomp.scans import SHORT_SCAN
+
+
+def _position_ids(input_ids, padding_idx: int = 1):
+    # RoBERTa's: positions count only the non-padding tokens, padding keeps padding_idx
+    mask = input_ids.ne(padding_idx).int()
+    return (torch.cumsum(mask, dim=1).type_as(mask) * mask).long() + padding_idx
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_position_ids_cumsum_is_our_kernel(backend):
+    ids = torch.tensor([[5, 7, 1, 1, 9, 4], [1, 3, 3, 8, 1, 2]])
+    compiled = cc.compile(_position_ids, backend=backend)
+    assert torch.equal(compiled(ids), _position_ids(ids))
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_float_cumsum_and_cumprod_along_a_middle_dim(backend):
+    torch.manual_seed(0)
+    x = torch.rand(3, 37, 5) + 0.5
+
+    def f(x):
+        return torch.cumsum(x, 1), torch.cumprod(x, 1).sum(-1)
+
+    compiled = cc.compile(f, backend=backend)
+    for got, expected in zip(compiled(x), f(x)):
+        torch.testing.assert_close(got, expected)
+    assert compiled.session.stats["fallback_ops"] == []
+
+
+def test_a_long_scan_stays_pytorchs_call():
+    x = torch.randn(SHORT_SCAN + 1)
+    compiled = cc.compile(lambda x: torch.cumsum(x, 0) * 2, backend="cpp")
+    torch.testing.assert_close(compiled(x), torch.cumsum(x, 0) * 2)
+    assert compiled.session.stats["fallback_ops"] == ["aten.cumsum.default"]
