@@ -1,12 +1,13 @@
 """Max pooling as ops we lower: the forward as a -inf pad, the windows as a view, a max and its first
 position; the backward as a gather over the few windows that can hold each input position.
 
-torch's own reference for max_pool2d_with_indices exists only in recent versions (2.13 has it, the
-2.11 of our GPU image does not), so the op would stay PyTorch's call there. This one needs nothing
-new: `unfold` makes the windows a strided view of the padded input (N, C, OH, OW, kh, kw), the
-reshape to (..., kh*kw) is placed by index arithmetic inside the fused kernel, and the max with its
-first position comes from arg_reductions.max_dim. Indices are positions in the unpadded input's
-H*W plane, as eager returns them; windows never hold only padding (eager requires pad <= kernel/2).
+torch's own references for max_pool2d/3d_with_indices exist only in recent versions (2.13 has them,
+the 2.11 of our GPU image does not), so the ops would stay PyTorch's calls there. This one needs
+nothing new: `unfold` makes the windows a strided view of the padded input (N, C, OH, OW, kh, kw),
+the reshape to (..., kh*kw) is placed by index arithmetic inside the fused kernel, and the max with
+its first position comes from arg_reductions.max_dim. Indices are positions in the unpadded input's
+H*W (or D*H*W) plane, as eager returns them; windows never hold only padding (eager requires
+pad <= kernel/2).
 
 The backward. torch's reference scatter-adds each window's gradient at its index: on CUDA that is an
 atomic add, so where windows overlap (ResNet's 3x3 stride-2 pool) the sums come out in a different
@@ -35,13 +36,6 @@ from compiler_core.decomp.arg_reductions import max_dim
 aten = torch.ops.aten
 
 
-def _pair(value, default=None) -> tuple[int, int]:
-    if isinstance(value, int):
-        return value, value
-    value = list(value) or list(default)
-    return (value[0], value[0]) if len(value) == 1 else (value[0], value[1])
-
-
 def _output_size(size: int, kernel: int, pad: int, stride: int, dilation: int, ceil_mode: bool) -> int:
     span = dilation * (kernel - 1) + 1
     out = -(-(size + 2 * pad - span) // stride) + 1 if ceil_mode else (size + 2 * pad - span) // stride + 1
@@ -50,36 +44,39 @@ def _output_size(size: int, kernel: int, pad: int, stride: int, dilation: int, c
     return out
 
 
-def max_pool2d_with_indices(x: torch.Tensor, kernel_size, stride=(), padding=0, dilation=1,
-                            ceil_mode: bool = False):
-    if not x.dtype.is_floating_point or x.dim() not in (3, 4):
-        return NotImplemented  # integer pooling (no -inf to pad with): PyTorch's kernel
-    (kh, kw), (ph, pw), (dh, dw) = _pair(kernel_size), _pair(padding), _pair(dilation)
-    sh, sw = _pair(stride, default=(kh, kw))
-    batched = x.dim() == 4
-    if not batched:
-        x = x.unsqueeze(0)
-    height, width = x.shape[-2:]
-    oh = _output_size(height, kh, ph, sh, dh, ceil_mode)
-    ow = _output_size(width, kw, pw, sw, dw, ceil_mode)
-    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
-    # Right/bottom padding so the last window fits (ceil_mode may reach past the symmetric pad).
-    bottom = max(0, (oh - 1) * sh + span_h - height - ph)
-    right = max(0, (ow - 1) * sw + span_w - width - pw)
-    padded = F.pad(x, (pw, right, ph, bottom), value=float("-inf"))
-    windows = padded.unfold(2, span_h, sh).unfold(3, span_w, sw)[:, :, :oh, :ow, ::dh, ::dw]
-    values, first = max_dim(windows.reshape(*windows.shape[:4], kh * kw), -1)
-    rows = torch.arange(oh, device=x.device).view(oh, 1) * sh - ph + (first // kw) * dh
-    cols = torch.arange(ow, device=x.device).view(1, ow) * sw - pw + (first % kw) * dw
-    indices = rows * width + cols
-    if not batched:
-        values, indices = values.squeeze(0), indices.squeeze(0)
-    return values, indices
-
-
 def _spatial(value, dims: int, default=None) -> tuple[int, ...]:
     value = [value] if isinstance(value, int) else list(value) or list(default)
     return tuple(value) * dims if len(value) == 1 else tuple(value)
+
+
+def _max_pool(dims: int):
+    def forward(x: torch.Tensor, kernel_size, stride=(), padding=0, dilation=1, ceil_mode: bool = False):
+        if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+            return NotImplemented  # integer pooling (no -inf to pad with): PyTorch's kernel
+        kernel = _spatial(kernel_size, dims)
+        strides, pads = _spatial(stride, dims, default=kernel), _spatial(padding, dims)
+        dilations = _spatial(dilation, dims)
+        lead, in_sizes = x.dim() - dims, x.shape[-dims:]
+        out_sizes = [_output_size(in_sizes[d], kernel[d], pads[d], strides[d], dilations[d], ceil_mode)
+                     for d in range(dims)]
+        spans = [dilations[d] * (kernel[d] - 1) + 1 for d in range(dims)]
+        spec = []  # F.pad lists the last dimension first; the far side is padded so the last window fits
+        for d in reversed(range(dims)):
+            spec += [pads[d], max(0, (out_sizes[d] - 1) * strides[d] + spans[d] - in_sizes[d] - pads[d])]
+        windows = F.pad(x, spec, value=float("-inf"))
+        for d in range(dims):
+            windows = windows.unfold(lead + d, spans[d], strides[d]).narrow(lead + d, 0, out_sizes[d])
+        windows = windows[(Ellipsis, *(slice(None, None, dil) for dil in dilations))]
+        values, first = max_dim(windows.reshape(*windows.shape[:lead + dims], math.prod(kernel)), -1)
+        indices = None
+        for d in range(dims):
+            offset = (first // math.prod(kernel[d + 1:])) % kernel[d]
+            start = _along(d, dims, torch.arange(out_sizes[d], device=x.device) * strides[d] - pads[d])
+            term = (start + offset * dilations[d]) * math.prod(in_sizes[d + 1:])
+            indices = term if indices is None else indices + term
+        return values, indices
+
+    return forward
 
 
 def _along(d: int, dims: int, t: torch.Tensor) -> torch.Tensor:
@@ -207,7 +204,8 @@ def _avg_pool_backward(dims: int):
 
 
 POOLING = {
-    aten.max_pool2d_with_indices.default: max_pool2d_with_indices,
+    aten.max_pool2d_with_indices.default: _max_pool(2),
+    aten.max_pool3d_with_indices.default: _max_pool(3),
     aten.max_pool2d_with_indices_backward.default: _max_pool_backward(2),
     aten.max_pool3d_with_indices_backward.default: _max_pool_backward(3),
     aten.avg_pool2d.default: _avg_pool(2),
