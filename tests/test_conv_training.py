@@ -136,3 +136,19 @@ def test_avg_pool_forward_and_backward_are_ours(pool, backend):
     torch.testing.assert_close(out, expected_out)
     torch.testing.assert_close(grad, expected_grad)
     assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_adaptive_max_pool_values_and_indices(backend):
+    # windows of unequal length (7 -> 3: [0,3), [2,5), [4,7)); a tie inside a window keeps the first
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 7, 10)
+    x[0, 0, 2, 0] = x[0, 0, 1, 0] = 9.0
+
+    def pool(x):
+        return nn.functional.adaptive_max_pool2d(x, (3, 4), return_indices=True)
+
+    compiled = cc.compile(pool, backend=backend)
+    (values, indices), (expected_values, expected_indices) = compiled(x), pool(x)
+    assert torch.equal(values, expected_values) and torch.equal(indices, expected_indices)
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]

@@ -60,10 +60,9 @@ DECOMPOSE = [
     # F.rms_norm: composite on the CPU, one fused ATen kernel on CUDA (torch >= 2.10); its reference
     # is the same mean-of-squares arithmetic, which then fuses like any norm
     aten._fused_rms_norm, aten._fused_rms_norm_backward,
-    # Adaptive pooling through torch's references where this torch has them (max- and average pooling
-    # and their backwards are ours: pooling.py): window maxima over index arithmetic, their indices
-    # from our first-position reductions (arg_reductions.py); adaptive average pooling as window sums.
-    aten.adaptive_max_pool2d, aten.adaptive_max_pool3d, aten._adaptive_avg_pool2d,
+    # Adaptive average pooling through torch's reference (window sums). Max-, average and adaptive max
+    # pooling and the first two's backwards are ours (pooling.py), as torch 2.11 lacks some references.
+    aten._adaptive_avg_pool2d,
     # cross-entropy's nll: the forward as a gather of each row's target; the backward is ours (losses.py)
     aten.nll_loss_forward,
     # a slice's or select's backward: zeros, then the scatter (slice_scatter is ours: scatters.py)
