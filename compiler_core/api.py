@@ -12,9 +12,11 @@ PyTorch instead (recorded as `fallback_reason`).
 from __future__ import annotations
 
 import functools
+import itertools
 import os
 import time
 import traceback
+import types
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -168,7 +170,8 @@ class CompiledFunction:
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
-        self._dynamo_fn = torch.compile(fn, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
+        target = _own_call_frame(fn) if isinstance(fn, torch.nn.Module) else fn
+        self._dynamo_fn = torch.compile(target, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
@@ -267,6 +270,26 @@ class CompiledFunction:
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch{why}")
             record.error_traceback = traceback.format_exc()
             return _compat.boxed(lambda args: gm(*args))
+
+
+_CALL_FRAMES = itertools.count()
+
+
+def _own_call_frame(fn: torch.nn.Module) -> Callable:
+    """`fn(*args, **kwargs)` in a function with a code object of its own.
+
+    Dynamo keeps its compiled graphs, and counts recompilations against `recompile_limit` (8), per
+    code object. torch.compile(module) calls every module through one shared wrapper frame, so the
+    ninth module compiled in a process (a notebook exploring model after model) ran in eager PyTorch,
+    and every one after it silently. A fresh code object per compile() gives each its own cache and
+    its own 8 recompilations; the frame's variable is still named `fn`, as in torch's wrapper, so
+    graph input names (`l_fn_...`) do not change."""
+
+    def call_module(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    code = call_module.__code__.replace(co_name=f"call_{type(fn).__name__}_{next(_CALL_FRAMES)}")
+    return types.FunctionType(code, call_module.__globals__, code.co_name, None, call_module.__closure__)
 
 
 def _outside_dynamo(fn: Callable) -> Callable:

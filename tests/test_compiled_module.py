@@ -122,3 +122,18 @@ def test_explain_takes_a_module_or_its_compiled_wrapper():
         session = cc.explain(fn, x, backend="cpp", train=True)
         assert session.graphs and session.graphs[0].backward is not None
         assert session.stats["kernel_count"] > 0 and session.stats["fallback_graphs"] == 0
+
+
+def test_many_compiled_modules_in_one_process_all_compile():
+    # Dynamo counts recompilations per code object, and torch.compile(module) calls every module
+    # through one shared wrapper: the ninth module compiled in a process (a notebook exploring model
+    # after model) ran in eager PyTorch, and the ones after it silently. Each compile() has its own now.
+    torch.manual_seed(0)
+    for i in range(12):
+        model = torch.nn.Sequential(torch.nn.Linear(4 + i, 3), torch.nn.GELU())
+        x = torch.randn(2, 4 + i)
+        compiled = cc.compile(model, backend="cpp")
+        torch.testing.assert_close(compiled(x), model(x))
+        session = compiled.session
+        assert session.graphs and session.stats["kernel_count"] >= 1, (i, session.messages)
+        assert session.graphs[0].captured.inputs[0].name.startswith("l_fn_"), session.graphs[0].captured.inputs
