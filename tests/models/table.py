@@ -10,6 +10,7 @@ so a slow spell of the machine hits all three; ratios are of medians. A row neve
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import copy
 import gc
@@ -96,7 +97,8 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
                max_err=run.match.max_err, worst=run.match.worst,
                eager_err=run.eager_match.max_err,
                kernels=stats["kernel_count"], extern_calls=stats["extern_calls"],
-               fallback_ops=len(stats["fallback_ops"]), graph_breaks=stats["graph_breaks"],
+               fallback_ops=len(stats["fallback_ops"]), fallback_op_names=_counted(stats["fallback_ops"]),
+               graph_breaks=stats["graph_breaks"],
                fallback_graphs=stats["fallback_graphs"], note="; ".join(run.fallbacks))
     if run.match.by_rmse:
         judged = f"worst tensor judged by RMSE (check.py): {run.match.describe()}"
@@ -123,6 +125,13 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
     if device == "cuda":
         torch.cuda.empty_cache()
     return row
+
+
+def _counted(names: list[str]) -> str:
+    """"aten.embedding_dense_backward.default x2, aten.cumsum.default": which ops ran in PyTorch (the
+    JSON keeps them; the table shows the count)."""
+    counts = collections.Counter(names)
+    return ", ".join(name + (f" x{n}" if n > 1 else "") for name, n in sorted(counts.items()))
 
 
 COLUMNS = [  # (header, row key, format)
