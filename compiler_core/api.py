@@ -170,7 +170,7 @@ class CompiledFunction:
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
-        target = _own_call_frame(fn) if isinstance(fn, torch.nn.Module) else fn
+        target = _own_call_frame(fn) if isinstance(fn, torch.nn.Module) else _with_own_code(fn)
         self._dynamo_fn = torch.compile(target, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())
 
@@ -281,15 +281,30 @@ def _own_call_frame(fn: torch.nn.Module) -> Callable:
     Dynamo keeps its compiled graphs, and counts recompilations against `recompile_limit` (8), per
     code object. torch.compile(module) calls every module through one shared wrapper frame, so the
     ninth module compiled in a process (a notebook exploring model after model) ran in eager PyTorch,
-    and every one after it silently. A fresh code object per compile() gives each its own cache and
-    its own 8 recompilations; the frame's variable is still named `fn`, as in torch's wrapper, so
-    graph input names (`l_fn_...`) do not change."""
+    and every one after it silently (functions sharing a code object likewise: _with_own_code). A
+    fresh code object per compile() gives each its own cache and its own 8 recompilations; the
+    frame's variable is still named `fn`, as in torch's wrapper, so graph input names (`l_fn_...`)
+    do not change."""
 
     def call_module(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
     code = call_module.__code__.replace(co_name=f"call_{type(fn).__name__}_{next(_CALL_FRAMES)}")
     return types.FunctionType(code, call_module.__globals__, code.co_name, None, call_module.__closure__)
+
+
+def _with_own_code(fn: Callable) -> Callable:
+    """A copy of a plain function with a code object of its own, for the same reason as
+    _own_call_frame: functions made by one `def` or `lambda` (in a loop, or a factory) share a code
+    object, and the ninth of them compiled ran in eager PyTorch. The copy keeps the file, lines, name,
+    globals, defaults and closure, so breaks and guards still point at the user's code."""
+    if not isinstance(fn, types.FunctionType):
+        return fn  # bound methods, callable objects: compiled as they are
+    copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
+    copy.__kwdefaults__ = fn.__kwdefaults__
+    copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__
+    copy.__dict__.update(fn.__dict__)
+    return copy
 
 
 def _outside_dynamo(fn: Callable) -> Callable:

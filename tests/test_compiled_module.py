@@ -137,3 +137,14 @@ def test_many_compiled_modules_in_one_process_all_compile():
         session = compiled.session
         assert session.graphs and session.stats["kernel_count"] >= 1, (i, session.messages)
         assert session.graphs[0].captured.inputs[0].name.startswith("l_fn_"), session.graphs[0].captured.inputs
+
+
+def test_functions_sharing_one_code_object_all_compile():
+    # Lambdas made in a loop (or by a factory) share one code object, so they shared Dynamo's cache
+    # and its recompile limit: the ninth ran in eager PyTorch. Each compile() copies the function with
+    # a code object of its own.
+    x = torch.randn(5)
+    compiled = [cc.compile(lambda x, i=i: torch.sin(x) + i, backend="cpp") for i in range(11)]
+    for i, f in enumerate(compiled):
+        torch.testing.assert_close(f(x), torch.sin(x) + i)
+        assert f.session.graphs and f.session.stats["kernel_count"] == 1, (i, f.session.messages)
