@@ -49,6 +49,20 @@ def _spatial(value, dims: int, default=None) -> tuple[int, ...]:
     return tuple(value) * dims if len(value) == 1 else tuple(value)
 
 
+def _windows(x: torch.Tensor, spans, strides, pads, out_sizes, fill: float) -> torch.Tensor:
+    """The pooling windows of x's last len(spans) dims as a view of x padded with `fill`:
+    shape (..., *out_sizes, *spans). The far side is padded so that the last window fits (ceil_mode
+    may reach past the symmetric pad)."""
+    dims, lead = len(spans), x.dim() - len(spans)
+    spec = []  # F.pad lists the last dimension first
+    for d in reversed(range(dims)):
+        spec += [pads[d], max(0, (out_sizes[d] - 1) * strides[d] + spans[d] - x.shape[lead + d] - pads[d])]
+    windows = F.pad(x, spec, value=fill)
+    for d in range(dims):
+        windows = windows.unfold(lead + d, spans[d], strides[d]).narrow(lead + d, 0, out_sizes[d])
+    return windows
+
+
 def _max_pool(dims: int):
     def forward(x: torch.Tensor, kernel_size, stride=(), padding=0, dilation=1, ceil_mode: bool = False):
         if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
@@ -60,12 +74,7 @@ def _max_pool(dims: int):
         out_sizes = [_output_size(in_sizes[d], kernel[d], pads[d], strides[d], dilations[d], ceil_mode)
                      for d in range(dims)]
         spans = [dilations[d] * (kernel[d] - 1) + 1 for d in range(dims)]
-        spec = []  # F.pad lists the last dimension first; the far side is padded so the last window fits
-        for d in reversed(range(dims)):
-            spec += [pads[d], max(0, (out_sizes[d] - 1) * strides[d] + spans[d] - in_sizes[d] - pads[d])]
-        windows = F.pad(x, spec, value=float("-inf"))
-        for d in range(dims):
-            windows = windows.unfold(lead + d, spans[d], strides[d]).narrow(lead + d, 0, out_sizes[d])
+        windows = _windows(x, spans, strides, pads, out_sizes, float("-inf"))
         windows = windows[(Ellipsis, *(slice(None, None, dil) for dil in dilations))]
         values, first = max_dim(windows.reshape(*windows.shape[:lead + dims], math.prod(kernel)), -1)
         indices = None
@@ -160,14 +169,9 @@ def _avg_pool(dims: int):
             return NotImplemented
         kernel = _spatial(kernel_size, dims)
         strides, pads = _spatial(stride, dims, default=kernel), _spatial(padding, dims)
-        lead, in_sizes = x.dim() - dims, x.shape[-dims:]
+        in_sizes = x.shape[-dims:]
         out_sizes = [_output_size(in_sizes[d], kernel[d], pads[d], strides[d], 1, ceil_mode) for d in range(dims)]
-        spec = []  # F.pad lists the last dimension first
-        for d in reversed(range(dims)):
-            spec += [pads[d], max(0, (out_sizes[d] - 1) * strides[d] + kernel[d] - in_sizes[d] - pads[d])]
-        windows = F.pad(x.to(_opmath(x.dtype)), spec)
-        for d in range(dims):
-            windows = windows.unfold(lead + d, kernel[d], strides[d]).narrow(lead + d, 0, out_sizes[d])
+        windows = _windows(x.to(_opmath(x.dtype)), kernel, strides, pads, out_sizes, 0.0)
         total = windows.sum(dim=tuple(range(-dims, 0)))
         if divisor_override:
             return (total / divisor_override).to(x.dtype)
