@@ -285,8 +285,9 @@ def _finished(step: Step, element: str = "") -> str:
     return result
 
 
-def _simd_reduction_pragma(reductions: list[Step]) -> str:
-    clauses = "".join(f" reduction({_OMP_REDUCTION[s.reduction_type]}:acc_{s.node})" for s in reductions)
+def _simd_reduction_pragma(reductions: list[Step], blocked: tuple[Step, ...] = ()) -> str:
+    clauses = "".join(f" reduction({_OMP_REDUCTION[s.reduction_type]}:{'blk' if s in blocked else 'acc'}_{s.node})"
+                      for s in reductions)
     clauses += "".join(f" reduction(|:nan_acc_{s.node})" for s in reductions if _tracks_nan(s))
     return f"#pragma omp simd{clauses}"
 
@@ -361,13 +362,16 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
             row.lines.append(row.mark(f"{register_type(s.value.dtype)} acc_{s.node} = {init};", s.origins))
             if _tracks_nan(s):
                 row.lines.append(row.mark(f"int nan_acc_{s.node} = 0;", s.origins))
+        blocked = _blocked_sums(reductions)
+        for s in blocked:
+            row.lines.append(row.mark(f"{register_type(s.value.dtype)} comp_{s.node} = 0;", s.origins))
         inner = row.child()
         for s in steps:
             inner.origins = s.origins
             name = inner.emit(_replace(s.value, readable))
             if s.reduction_type:
-                inner.lines.append(inner.mark(reduction_combine(s.reduction_type, f"acc_{s.node}", name,
-                                                                _tracks_nan(s))))
+                acc = f"{'blk' if s in blocked else 'acc'}_{s.node}"
+                inner.lines.append(inner.mark(reduction_combine(s.reduction_type, acc, name, _tracks_nan(s))))
             else:
                 inner.lines.append(inner.mark(store_statement(s, name)))
         for v, slot in cache_slots.items():
@@ -375,13 +379,7 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
                 cached_value = inner.emit(_replace(v, readable))
                 inner.lines.append(inner.mark(f"{slot.buffer}[{r_flat.render(div='/')}] = {cached_value};", v.origins))
         row.sync_counter(inner)
-        loops = _loops(rnames, plan.space.r)
-        for depth, loop in enumerate(loops):
-            if depth == len(loops) - 1:
-                row.lines.append("    " * depth + _simd_reduction_pragma(reductions))
-            row.lines.append("    " * depth + loop)
-        row.lines += ["    " * len(loops) + ln for ln in inner.lines]
-        row.lines += ["    " * d + "}" for d in reversed(range(len(loops)))]
+        row.lines += _reduction_loops(row, inner, rnames, plan.space.r, reductions, blocked)
         for s in reductions:
             row.lines.append(row.mark(f"const {register_type(s.value.dtype)} red_{s.node} = {_finished(s)};",
                                       s.origins))
@@ -398,6 +396,49 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
     else:
         out += ["{"] + ["    " + ln for ln in row.lines] + ["}"]
     return out
+
+
+# Float sums are blocked: each pass of the innermost loop (at most SUM_BLOCK elements) sums into a
+# fresh vectorised accumulator, and the block sums are added with Kahan compensation. One accumulator
+# over a whole [64, 128] softmax summed 64 row sums of about 2.0 into a total near 128, rounding
+# each (5 ulps off where eager, which cascades, is exact). The compensation is dropped once the sum
+# is not finite, so inf and NaN come out as eager's.
+SUM_BLOCK = 4096
+
+
+def _blocked_sums(reductions: list[Step]) -> tuple[Step, ...]:
+    return tuple(s for s in reductions if s.reduction_type == "sum" and s.value.dtype.is_floating_point)
+
+
+def _kahan_add(step: Step, block_sum: str) -> str:
+    t, acc, comp = register_type(step.value.dtype), f"acc_{step.node}", f"comp_{step.node}"
+    return (f"{{ const {t} y = {block_sum} - {comp}; const {t} sum = {acc} + y; "
+            f"{comp} = std::isfinite(sum) ? (sum - {acc}) - y : {t}(0); {acc} = sum; }}")
+
+
+def _reduction_loops(row: CppPrinter, inner: CppPrinter, rnames: list[str], sizes: tuple[int, ...],
+                     reductions: list[Step], blocked: tuple[Step, ...]) -> list[str]:
+    """The loop nest of one reduction phase around `inner`'s body, the innermost loop vectorised;
+    with blocked sums the innermost loop is split into SUM_BLOCK-sized passes when longer."""
+    def indent(depth: int) -> str:
+        return "    " * depth
+
+    loops = _loops(rnames, sizes)
+    depth = len(loops) - 1
+    out = [indent(d) + loop for d, loop in enumerate(loops[:-1])]
+    innermost, name, size = loops[-1], rnames[-1], sizes[-1]
+    if blocked and size > SUM_BLOCK:
+        out.append(indent(depth) + f"for (int64_t {name}b = 0; {name}b < {size}; {name}b += {SUM_BLOCK}) {{")
+        innermost = (f"for (int64_t {name} = {name}b; {name} < std::min<int64_t>({name}b + {SUM_BLOCK}, {size}); "
+                     f"{name}++) {{")
+        depth += 1
+    for s in blocked:
+        out.append(indent(depth) + row.mark(f"{register_type(s.value.dtype)} blk_{s.node} = 0;", s.origins))
+    out += [indent(depth) + _simd_reduction_pragma(reductions, blocked), indent(depth) + innermost]
+    out += [indent(depth + 1) + ln for ln in inner.lines]
+    out.append(indent(depth) + "}")
+    out += [indent(depth) + row.mark(_kahan_add(s, f"blk_{s.node}"), s.origins) for s in blocked]
+    return out + [indent(d) + "}" for d in reversed(range(depth))]
 
 
 # ---- column reductions -------------------------------------------------------------------------
