@@ -118,6 +118,14 @@ def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[int, int], 
         return ()
 
 
+def floats_specialized() -> Any:
+    """Dynamo config for dynamic=True: Python floats (an Embedding's norm_type, a learning rate) stay
+    constants guarded by value, as without dynamic shapes. Left symbolic, Dynamo passes them as 0-d
+    tensors read back with .item(), which a graph traced again at concrete sizes (per_size.py) cannot
+    do without a symbolic shape environment."""
+    return torch._dynamo.config.patch(specialize_float=True)
+
+
 def size_hint(value: Any) -> int:
     """An int for a size that may be symbolic (its example value under dynamic shapes)."""
     if isinstance(value, int):

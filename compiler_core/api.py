@@ -22,7 +22,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from compiler_core import _compat
+from compiler_core import _compat, per_size
 from compiler_core.autodiff.joint import joint_graph
 from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
@@ -52,7 +52,10 @@ class CompileError(Exception):
 class Options:
     backend: str = "auto"
     mode: str = "default"
-    dynamic: bool = False
+    # True: sizes symbolic from the first call; None: Dynamo's automatic dynamic shapes (symbolic once
+    # a size changes, as torch.compile's default); False: every new size traced again. Symbolic graphs
+    # run our kernels compiled per concrete size (per_size.py).
+    dynamic: Optional[bool] = False
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
@@ -90,7 +93,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: bool = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
+            dynamic: Optional[bool] = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
             fusion: bool = True) -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
@@ -104,6 +107,8 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     `activation_budget` (training, 0.0 ... 1.0): lower saves fewer activations for the backward and
     recomputes more there (session.graphs[i].partition shows what was saved and the trade-off curve).
     `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
+    `dynamic=True` traces sizes as symbols (one Dynamo graph for every size), `None` makes them symbolic
+    once they change (torch.compile's default); either way each new size compiles our kernels once.
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
                       activation_budget=activation_budget, fusion=fusion)
@@ -180,6 +185,9 @@ class CompiledFunction:
         mark = new_breaks.mark()
         watcher = recompile_watcher.start()
         try:
+            if self.options.dynamic is not False:
+                with _compat.floats_specialized():
+                    return self._dynamo_fn(*args, **kwargs)
             return self._dynamo_fn(*args, **kwargs)
         finally:
             recompiles = recompile_watcher.stop(watcher)
@@ -210,6 +218,13 @@ class CompiledFunction:
             return gm.forward
         record = GraphRecord(captured=captured)
         session.graphs.append(record)
+        traced = per_size.traced_inputs(gm, example_inputs)
+        if per_size.symbolic_positions(traced):
+            return self._per_size(gm, traced, record)
+        return self._aot(gm, example_inputs, record, session)
+
+    def _aot(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
+             session: CompileSession) -> Callable:
         try:
             return _compat.aot_compile(
                 gm, example_inputs,
@@ -228,6 +243,35 @@ class CompiledFunction:
             record.fallback_reason = f"AOT tracing failed: {type(exc).__name__}: {exc}"
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch: {record.fallback_reason}")
             return gm.forward
+
+    def _per_size(self, gm: torch.fx.GraphModule, traced: list, first: GraphRecord) -> Callable:
+        """A graph with symbolic sizes: compiled for the sizes of each call, the first time they come
+        (compiler_core/per_size.py). The first size fills the record Dynamo's compile made; each later
+        one is a compilation of its own, so it becomes `.session`, with a record for that size."""
+        captured, unused = first.captured, [first]
+
+        def compile_for(args: tuple, bound: dict) -> Callable:
+            if self._pending is None:
+                self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+            session = self._pending
+            record = unused.pop() if unused else GraphRecord(captured=captured)
+            if record not in session.graphs:
+                session.graphs.append(record)
+            record.sizes = per_size.describe(bound)
+            session.messages.append(
+                f"graph {captured.index} has symbolic sizes: our kernels take fixed sizes, so it is compiled "
+                f"for each new size when it first comes (this one: {record.sizes})")
+            bound_gm, tensors = per_size.bind_scalars(gm, traced, args)
+            return _outside_dynamo(self._aot(bound_gm, list(tensors), record, session))
+
+        def over_limit(bound: dict) -> None:
+            if self._pending is None:
+                self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
+            self._pending.messages.append(
+                f"graph {captured.index} runs in eager PyTorch for {per_size.describe(bound)}: it was compiled "
+                f"for {per_size.MAX_SIZES} sizes already (compiler_core.per_size.MAX_SIZES)")
+
+        return _outside_dynamo(per_size.PerSizeGraph(traced, compile_for, gm.forward, over_limit))
 
     def _partition(self, joint_module: torch.fx.GraphModule, joint_inputs: Any, *, num_fwd_outputs: int,
                    record: GraphRecord, session: CompileSession, **kwargs: Any) -> tuple:

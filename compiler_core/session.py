@@ -38,6 +38,8 @@ class GraphRecord:
     error_traceback: Optional[str] = None  # the compiler's traceback behind a fallback, for bug reports
     backward: Optional["GraphRecord"] = None  # the compiled backward graph, when training
     part: str = "forward"  # "backward" for the record of a backward graph
+    # A graph captured with symbolic sizes is compiled per concrete size (per_size.py): which, e.g. "s0=8".
+    sizes: str = ""
 
     @property
     def checks(self) -> tuple[KernelCheck, ...]:
@@ -51,6 +53,8 @@ class GraphRecord:
 
     def pretty(self) -> str:
         parts = [self.captured.pretty()]
+        if self.sizes:
+            parts.append(f"# compiled for {self.sizes}")
         if self.fallback_reason:
             parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")
         for title, art in (("joint graph", self.joint), ("partition", self.partition), ("primitives", self.prims),

@@ -127,10 +127,12 @@ def test_a_backward_that_falls_back_lists_its_own_ops(monkeypatch):
     assert ops == expected
 
 
-def test_dynamic_training_lets_dynamos_restart_through():
-    """With dynamic=True a float argument is traced as a tensor until AOTAutograd finds it cannot be
-    (here: the exponent of pow) and raises TensorifyScalarRestartAnalysis, for Dynamo to specialize
-    the float and trace again. Our backend lets it through instead of calling it an AOT failure."""
+def test_dynamic_training_with_a_float_argument():
+    """With dynamic=True, Dynamo (torch 2.6+) would trace a float argument as a 0-d tensor read back
+    with .item() and, where AOTAutograd cannot (the exponent of pow), restart with the float
+    specialized (TensorifyScalarRestartAnalysis, which our backend lets through). compile() keeps
+    floats specialized under dynamic shapes (_compat.floats_specialized), so the graph compiles in one
+    go, once per size; the float is part of its guards."""
     torch.manual_seed(0)
     w1, w2 = torch.randn(12, 16, requires_grad=True), torch.randn(16, 4, requires_grad=True)
     r1, r2 = (w.detach().clone().requires_grad_() for w in (w1, w2))

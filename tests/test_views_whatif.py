@@ -82,6 +82,14 @@ def test_switching_the_backend_generates_triton_kernels(view):
     assert row(result, "option backend") == ("option backend", "cpp", "triton", "changed")
 
 
+def test_dynamic_on_compiles_the_symbolic_graph_with_our_kernels(view):
+    result = view.what_if(repeats=0, dynamic=True)
+    assert result.matches_eager
+    assert result.session.stats["fallback_graphs"] == 0 and result.session.kernels, result.session.messages
+    assert result.session.graphs[0].sizes  # compiled for the explored sizes (compiler_core/per_size.py)
+    assert row(result, "option dynamic") == ("option dynamic", "off", "on", "changed")
+
+
 @pytest.mark.parametrize("changes, says", [
     ({"mode": "reduce-overhead"}, "mode reduce-overhead needs a GPU"),
     ({"activation_budget": 0.5}, "explored without training"),

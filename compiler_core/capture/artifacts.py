@@ -10,15 +10,18 @@ import torch
 @dataclass(frozen=True)
 class InputInfo:
     name: str
-    shape: tuple[int, ...]
-    stride: tuple[int, ...]
+    shape: tuple[int | str, ...]  # a str where symbolic (dynamic shapes): "s0"
+    stride: tuple[int | str, ...]
     dtype: str
     device: str
     requires_grad: bool
 
     def __str__(self) -> str:
+        if self.device == "-":  # not a tensor: an int, a SymInt size, a float...
+            return f"{self.name}: {self.dtype}"
         grad = ", requires_grad" if self.requires_grad else ""
-        return f"{self.name}: {self.dtype}{list(self.shape)} stride={list(self.stride)} on {self.device}{grad}"
+        shape, stride = (", ".join(map(str, values)) for values in (self.shape, self.stride))
+        return f"{self.name}: {self.dtype}[{shape}] stride=[{stride}] on {self.device}{grad}"
 
 
 @dataclass(frozen=True)

@@ -4,6 +4,7 @@ graph breaks (reason + user file:line) and recompiles (the failed guard) around 
 from __future__ import annotations
 
 import logging
+from typing import Any
 
 import torch
 
@@ -14,17 +15,26 @@ from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, InputInfo
 def capture_graph(gm: torch.fx.GraphModule, example_inputs: list, index: int) -> CapturedGraph:
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     inputs = []
-    for node, value in zip(placeholders, example_inputs):
+    for node, example in zip(placeholders, example_inputs):
+        traced = _compat.fake_value(node)  # with dynamic shapes, sizes as Dynamo traced them: s0, s1...
+        value = traced if isinstance(traced, torch.Tensor) and isinstance(example, torch.Tensor) else example
         if isinstance(value, torch.Tensor):
-            inputs.append(InputInfo(node.name, tuple(value.shape), tuple(value.stride()),
+            inputs.append(InputInfo(node.name, _sizes(value.shape), _sizes(value.stride()),
                                     str(value.dtype).replace("torch.", ""), str(value.device),
                                     bool(value.requires_grad)))
+        elif isinstance(value, torch.SymInt):
+            inputs.append(InputInfo(node.name, (), (), "int size (symbolic)", "-", False))
         else:
             inputs.append(InputInfo(node.name, (), (), type(value).__name__, "-", False))
     op_count = sum(1 for n in gm.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
     described = {_compat.placeholder_source(node): info for node, info in zip(placeholders, inputs)}
     guards = tuple(_guard_text(kind, name, described) for kind, name in _compat.dynamo_guards())
     return CapturedGraph(index=index, graph_module=gm, inputs=tuple(inputs), guards=guards, op_count=op_count)
+
+
+def _sizes(values: Any) -> tuple:
+    """Sizes or strides, each an int, or its symbol's text ("s0", "2*s1") when symbolic."""
+    return tuple(v if isinstance(v, int) else str(v) for v in values)
 
 
 _GLOBAL_GUARDS = {

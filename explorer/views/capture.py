@@ -36,6 +36,7 @@ class GraphRow:
     inputs: tuple[str, ...]
     guards: tuple[str, ...]
     code: str  # the FX GraphModule as Python
+    sizes: str = ""  # captured with symbolic sizes: the concrete ones this record was compiled for
 
 
 @dataclass(frozen=True)
@@ -50,7 +51,8 @@ def capture_model(session: CompileSession) -> CaptureModel:
         breaks=tuple(BreakRow(b.location, b.reason, b.source_line.strip()) for b in session.breaks),
         recompiles=tuple(RecompileRow(i, r.reason) for i, r in enumerate(session.recompiles, 1)),
         graphs=tuple(GraphRow(g.captured.index, g.captured.op_count, tuple(str(i) for i in g.captured.inputs),
-                              g.captured.guards, g.captured.graph_module.print_readable(print_output=False))
+                              g.captured.guards, g.captured.graph_module.print_readable(print_output=False),
+                              g.sizes)
                      for g in session.graphs))
 
 
@@ -78,6 +80,11 @@ def render(exp: Exploration) -> str:
     for graph in model.graphs:
         parts.append(f"<h3>Graph {graph.index}: {plural(graph.op_count, 'op')}</h3>")
         parts.append("<ul>" + "".join(f"<li><code>{esc(i)}</code></li>" for i in graph.inputs) + "</ul>")
+        if graph.sizes:
+            parts.append('<p class="fxe-note">Symbolic sizes (dynamic shapes): Dynamo captured this graph once for '
+                         "every size its guards allow. Our kernels take fixed sizes, so the graph is compiled for "
+                         f"each new size when it first comes; the stages shown are for <code>{esc(graph.sizes)}</code>."
+                         "</p>")
         guards = (f"<pre>{esc(chr(10).join(graph.guards))}</pre>" if graph.guards
                   else '<p class="fxe-note">Dynamo exposed no guards for this graph.</p>')
         parts.append(details(f"{plural(len(graph.guards), 'guard')} (this graph is reused while all hold)", guards,
