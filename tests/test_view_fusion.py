@@ -39,6 +39,11 @@ VIEW_PROGRAMS = {
     "view_then_row_sum": (lambda x: (x + 1).view(2, 12).sum(-1), (_randn(2, 3, 4),), 1),
     "row_sum_then_view": (lambda x: x.sum(-1).view(6) * 2, (_randn(2, 3, 4),), 1),
     "softmax_then_view": (lambda x: torch.softmax(x, -1).view(2, 3, 4).exp(), (_randn(6, 4),), 1),
+    # Size-1 dims (batch 1): `16*x0 + x1` and `x1` name one row when x0 < 1. They used to refuse
+    # fusion ("the rows do not line up"): a batch-1 GPT-2 ran 27 kernels where batch 2 ran 15.
+    "batch_one_layer_norm": (lambda x: F.layer_norm(x, (32,)) * 2, (_randn(1, 16, 32),), 1),
+    "middle_one_layer_norm": (lambda x: F.layer_norm(x, (32,)) * 2, (_randn(16, 1, 32),), 1),
+    "batch_one_softmax": (lambda x, m: torch.softmax(x * 0.5 + m, -1) * 3, (_randn(1, 4, 8, 8), _randn(1, 1, 1, 8)), 1),
 }
 
 

@@ -126,7 +126,11 @@ class Index:
         const = self.const
         for atom, coef in self.terms:
             if isinstance(atom, Var):
-                value = mapping.get(atom.name, Index.var(atom.name))
+                value = mapping.get(atom.name)
+                if value is None:
+                    # A variable whose range is one value is that value: a size-1 dim (batch 1) must not
+                    # make two spellings of one element differ (16*x0 + x1 and x1 where x0 < 1).
+                    value = _ZERO if ranges.get(atom.name) == 1 else Index.var(atom.name)
             elif isinstance(atom, FloorDiv):
                 value = floordiv(atom.arg.subs(mapping, ranges), atom.divisor, ranges)
             else:
@@ -161,6 +165,9 @@ class Index:
 
     def __repr__(self) -> str:
         return f"Index({self.render()})"
+
+
+_ZERO = Index.of(0)
 
 
 def _render_atom(atom: Atom, name: Callable[[str], str], div: str) -> str:
