@@ -40,3 +40,35 @@ def test_a_long_scan_stays_pytorchs_call():
     compiled = cc.compile(lambda x: torch.cumsum(x, 0) * 2, backend="cpp")
     torch.testing.assert_close(compiled(x), torch.cumsum(x, 0) * 2)
     assert compiled.session.stats["fallback_ops"] == ["aten.cumsum.default"]
+
+
+def _awkward_rows():
+    # NaN, +-inf, ties (equal values at two positions) and a row of -inf: every rule of eager's scans
+    torch.manual_seed(0)
+    x = torch.randn(3, 9, 4)
+    x[0, 3, 1] = float("nan")
+    x[0, 6, 1] = float("nan")
+    x[1, 2, 2] = float("inf")
+    x[2, :, 0] = float("-inf")
+    x[1, 5, 3] = x[1, 1, 3]
+    x[2, 4, 2] = x[2, 7, 2] = 5.0
+    return x
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name, fn", [
+    ("logcumsumexp", lambda x: torch.logcumsumexp(x, 1)),
+    ("cummax", lambda x: torch.cummax(x, 1)),
+    ("cummin_last_dim", lambda x: torch.cummin(x, -1)),
+    ("cummax_int", lambda x: torch.cummax((x.nan_to_num(0, 9, -9) * 3).int(), 0)),
+])
+def test_log_and_extreme_scans_are_our_kernel_with_eagers_values_and_indices(backend, name, fn):
+    # cummax/cummin indices: the last NaN of the prefix, else the last position of the extreme (ties)
+    x = _awkward_rows()
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x), fn(x)
+    as_tuple = lambda v: v if isinstance(v, tuple) else (v,)  # noqa: E731
+    for a, b in zip(as_tuple(got), as_tuple(expected), strict=True):
+        assert a.dtype == b.dtype
+        torch.testing.assert_close(a, b, equal_nan=True)
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1

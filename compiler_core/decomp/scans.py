@@ -1,4 +1,4 @@
-"""Short prefix sums and products (cumsum, cumprod) as a masked reduction.
+"""Short prefix scans (cumsum, cumprod, logcumsumexp, cummax, cummin) as masked reductions.
 
     out[..., i, ...] = sum over j of  where(j <= i, x[..., j, ...], 0)
 
@@ -21,12 +21,67 @@ SHORT_SCAN = 1024  # 1024^2 multiply-adds per output row at most
 
 def _short(reference):
     def scan(x: torch.Tensor, dim: int, *, dtype: torch.dtype | None = None):
-        length = x.shape[dim] if x.dim() else 1
-        if not isinstance(length, int) or length > SHORT_SCAN:
+        if _length(x, dim) is None:
             return NotImplemented
         return reference(x, dim, dtype=dtype)
 
     return scan
 
 
-SCANS = {aten.cumsum.default: _short(refs.cumsum), aten.cumprod.default: _short(refs.cumprod)}
+def _length(x: torch.Tensor, dim: int) -> int | None:
+    """The scanned length when the scan is short enough for a masked reduction, else None."""
+    length = x.shape[dim] if x.dim() else 1
+    return length if isinstance(length, int) and length <= SHORT_SCAN else None
+
+
+def _prefix_rows(x: torch.Tensor, dim: int, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """(rows, mask): rows[..., j, i, ...] is x[..., j, ...] where j <= i, else `fill`; reducing over
+    `dim` (j) gives output position i its prefix. The mask is arange arithmetic, never a stored tensor."""
+    positions = torch.arange(x.shape[dim], device=x.device)
+    mask = positions.unsqueeze(1) <= positions  # [j, i]
+    for _ in range(x.dim() - dim - 1):
+        mask = mask.unsqueeze(-1)
+    return torch.where(mask, x.unsqueeze(dim + 1), fill), mask
+
+
+def _logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
+    if x.dim() == 0 or not x.is_floating_point() or _length(x, dim) is None:
+        return NotImplemented
+    dim = dim % x.dim()
+    rows, mask = _prefix_rows(x, dim, float("-inf"))
+    # Shifted by each prefix's max, as a stable logsumexp; an infinite max shifts by 0 instead, so
+    # all -inf gives log(0) = -inf and a +inf gives +inf, as eager's running log-add-exp does.
+    top = rows.amax(dim)
+    shift = torch.where(top.abs() == float("inf"), 0.0, top)
+    total = torch.where(mask, torch.exp(x.unsqueeze(dim + 1) - shift.unsqueeze(dim)), 0.0).sum(dim)
+    return torch.log(total) + shift
+
+
+def _cum_extreme(kind: str):
+    """cummax / cummin: eager walks the row keeping the extreme, replacing it on every element that
+    is NaN or ties or beats it (>= for max), so an index is the last NaN of the prefix if there is
+    one, else the last position holding the extreme value."""
+    def scan(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if x.dim() == 0 or x.dtype == torch.bool or x.is_complex() or _length(x, dim) is None:
+            return NotImplemented
+        dim = dim % x.dim()
+        if x.dtype.is_floating_point:
+            fill = float("-inf") if kind == "max" else float("inf")
+        else:
+            fill = torch.iinfo(x.dtype).min if kind == "max" else torch.iinfo(x.dtype).max
+        rows, mask = _prefix_rows(x, dim, fill)
+        values = rows.amax(dim) if kind == "max" else rows.amin(dim)
+        here, extreme = x.unsqueeze(dim + 1), values.unsqueeze(dim)
+        hit = here == extreme
+        if x.dtype.is_floating_point:
+            hit = hit | (torch.isnan(here) & torch.isnan(extreme))
+        positions = torch.arange(x.shape[dim], device=x.device).reshape([-1] + [1] * (x.dim() - dim))
+        indices = torch.where(mask & hit, positions, -1).amax(dim)
+        return values, indices
+
+    return scan
+
+
+SCANS = {aten.cumsum.default: _short(refs.cumsum), aten.cumprod.default: _short(refs.cumprod),
+         aten.logcumsumexp.default: _logcumsumexp,
+         aten.cummax.default: _cum_extreme("max"), aten.cummin.default: _cum_extreme("min")}

@@ -1,0 +1,250 @@
+"""The scatter family (scatter, scatter_add, scatter_reduce, index_add/copy/fill/reduce, index_put
+with one index, put, masked_scatter) as masked reductions: a gather of what lands where.
+
+ATen writes each source element at its index, one after another (on CUDA with atomic adds, in a
+different order each run). Read the other way round, every output position p along `dim` reduces
+the source elements whose index is p:
+
+    hits[..., j, p, ...] = index[..., j, ...] == p          (j: the scattered elements, p: positions)
+    out[..., p, ...]     = self  (+, *, max, min, mean)  reduce over j of where(hits, src, identity)
+
+The where and the reduction fuse into one kernel and `hits` is never stored, so the result is our
+kernel and deterministic; an overwrite (scatter, index_copy) takes the last j that hits p, as
+ATen's CPU loop does. It is (scattered elements) x (positions) work: nothing for a relative-position
+bias table or a small gather's backward, ruinous for a graph network's scatter over 10^6 nodes, so
+above SHORT_SCATTER such a call stays PyTorch's. Indices are bounds-checked as ATen checks them
+(an index_select of the positions, which raises on an index out of range).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+import torch.nn.functional as F
+
+aten = torch.ops.aten
+SHORT_SCATTER = 1 << 24  # scattered elements x positions along dim, at most
+REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
+
+
+def _supported(self: torch.Tensor, index: torch.Tensor, src: Optional[torch.Tensor] = None) -> bool:
+    """Real, non-bool data with a non-empty int64 index (an empty one, or other dtypes: PyTorch's call)."""
+    if self.dim() == 0 or index.numel() == 0 or index.dtype != torch.int64:
+        return False
+    if self.dtype == torch.bool or self.is_complex():
+        return False
+    return src is None or src.dtype == self.dtype
+
+
+def _short(self: torch.Tensor, dim: int, index: torch.Tensor) -> bool:
+    sizes = (*self.shape, *index.shape)
+    if not all(isinstance(s, int) for s in sizes):
+        return False
+    return index.numel() * self.shape[dim] <= SHORT_SCATTER
+
+
+class _Hits:
+    """Which position along `dim` each element of `index` hits, and the source it brings."""
+
+    def __init__(self, self_: torch.Tensor, dim: int, index: torch.Tensor, src: Optional[torch.Tensor]):
+        self.self, self.dim, self.size = self_, dim, self_.shape[dim]
+        device = self_.device
+        # Bounds-checked as ATen checks a scatter's index: index_select refuses a position out of range.
+        checked = torch.arange(self.size, device=device).index_select(0, index.reshape(-1)).reshape(index.shape)
+        positions = torch.arange(self.size, device=device).reshape([self.size] + [1] * (index.dim() - dim - 1))
+        self.mask = checked.unsqueeze(dim + 1) == positions  # [..., j, p, ...]
+        self.extent = index.shape
+        if src is not None:
+            self.src = src[tuple(slice(0, s) for s in index.shape)].unsqueeze(dim + 1)
+
+    def reduce(self, kind: str) -> torch.Tensor:
+        """Over the scattered elements (j): [..., p, ...] with index's extent in the other dims."""
+        dtype = self.self.dtype
+        if kind == "sum":
+            return torch.where(self.mask, self.src, 0).sum(self.dim, dtype=dtype)
+        if kind == "prod":
+            return torch.where(self.mask, self.src, 1).prod(self.dim, dtype=dtype)
+        if kind in ("amax", "amin"):
+            if dtype.is_floating_point:
+                fill = float("-inf") if kind == "amax" else float("inf")
+            else:
+                fill = torch.iinfo(dtype).min if kind == "amax" else torch.iinfo(dtype).max
+            rows = torch.where(self.mask, self.src, fill)
+            return rows.amax(self.dim) if kind == "amax" else rows.amin(self.dim)
+        if kind == "count":
+            return self.mask.sum(self.dim)
+        if kind == "last":  # the last scattered element hitting each position, -1 where none does
+            count = self.extent[self.dim]
+            j = torch.arange(count, device=self.self.device).reshape([count] + [1] * (len(self.extent) - self.dim))
+            return torch.where(self.mask, j, -1).amax(self.dim)
+        raise ValueError(kind)
+
+    def fit(self, t: torch.Tensor, fill: Any) -> torch.Tensor:
+        """`t` (index's extent in the dims other than `dim`) padded to self's shape with `fill`."""
+        pad: list[int] = []
+        for d in reversed(range(t.dim())):
+            pad += [0, 0 if d == self.dim else self.self.shape[d] - t.shape[d]]
+        if not any(pad):
+            return t
+        if t.dtype == torch.bool:
+            return F.pad(t.to(torch.uint8), pad, value=int(fill)).to(torch.bool)
+        return F.pad(t, pad, value=fill)
+
+
+def _combine(kind: str, self: torch.Tensor, hits: _Hits, include_self: bool) -> torch.Tensor:
+    """scatter_reduce's rule for one reduction (ATen's: the identity where nothing lands)."""
+    landed = hits.fit(hits.reduce("count") > 0, False)
+    if kind == "mean":
+        total = hits.fit(hits.reduce("sum"), 0)
+        count = hits.fit(hits.reduce("count"), 0)
+        if include_self:
+            total, count = total + self, count + 1
+        count = count.clamp(min=1).to(self.dtype)
+        mean = total / count if self.dtype.is_floating_point else torch.div(total, count, rounding_mode="floor")
+        return torch.where(landed, mean.to(self.dtype), self)
+    identity = {"sum": 0, "prod": 1}.get(kind, 0)
+    value = hits.fit(hits.reduce(kind), identity)
+    if include_self:
+        if kind == "sum":
+            return self + value
+        if kind == "prod":
+            return self * value
+        both = torch.maximum(self, value) if kind == "amax" else torch.minimum(self, value)
+        return torch.where(landed, both, self)
+    return torch.where(landed, value, self)
+
+
+def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    dim = dim % max(self.dim(), 1)
+    if not (_supported(self, index, src) and _short(self, dim, index)):
+        return NotImplemented
+    hits = _Hits(self, dim, index, src)
+    last = hits.reduce("last")
+    placed = src.gather(dim, last.clamp(min=0))
+    return torch.where(hits.fit(last >= 0, False), hits.fit(placed, 0), self)
+
+
+def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
+    dim = dim % max(self.dim(), 1)
+    if not (_supported(self, index) and _short(self, dim, index)):
+        return NotImplemented
+    hits = _Hits(self, dim, index, None)
+    return torch.where(hits.fit(hits.reduce("count") > 0, False), value, self)
+
+
+def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    dim = dim % max(self.dim(), 1)
+    if not (_supported(self, index, src) and _short(self, dim, index)):
+        return NotImplemented
+    hits = _Hits(self, dim, index, src)
+    return self + hits.fit(hits.reduce("sum"), 0)
+
+
+def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str, *,
+                   include_self: bool = True) -> torch.Tensor:
+    dim = dim % max(self.dim(), 1)
+    if reduce not in REDUCTIONS or not (_supported(self, index, src) and _short(self, dim, index)):
+        return NotImplemented
+    return _combine(reduce, self, _Hits(self, dim, index, src), include_self)
+
+
+def _along(index: torch.Tensor, dim: int, like: torch.Tensor) -> torch.Tensor:
+    """A 1-d index along `dim`, as scatter's index: the same position for every slice of `like`."""
+    shape = [1] * like.dim()
+    shape[dim] = index.numel()
+    return index.reshape(shape).expand(like.shape)
+
+
+def _index_op(scatter_form):
+    """index_add/copy/reduce(self, dim, index, source, ...): a 1-d index along `dim` (0-d tensors
+    act as 1-d ones, as in ATen), given to the scatter form with that index spread over `source`."""
+    def op(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *args: Any,
+           **kwargs: Any) -> torch.Tensor:
+        if index.dim() > 1 or source.dim() != self.dim():
+            return NotImplemented
+        if self.dim() == 0:
+            out = op(self.reshape(1), 0, index.reshape(1), source.reshape(1), *args, **kwargs)
+            return out if out is NotImplemented else out.reshape(())
+        dim = dim % self.dim()
+        return scatter_form(self, dim, _along(index.reshape(-1), dim, source), source, *args, **kwargs)
+
+    return op
+
+
+def _scatter_add_scaled(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
+                        alpha: Any = 1) -> torch.Tensor:
+    return scatter_add(self, dim, index, source if alpha == 1 else source * alpha)
+
+
+index_add = _index_op(_scatter_add_scaled)
+index_copy = _index_op(scatter_src)
+index_reduce = _index_op(scatter_reduce)
+
+
+def index_fill(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
+    if index.dim() > 1 or (isinstance(value, torch.Tensor) and value.dim() != 0):
+        return NotImplemented
+    if self.dim() == 0:
+        out = index_fill(self.reshape(1), 0, index.reshape(1), value)
+        return out if out is NotImplemented else out.reshape(())
+    dim = dim % self.dim()
+    like = list(self.shape)
+    like[dim] = index.numel()
+    shape = [1] * self.dim()
+    shape[dim] = index.numel()
+    return scatter_value(self, dim, index.reshape(shape).expand(like), value)
+
+
+def _wrapped(index: torch.Tensor, size: int) -> torch.Tensor:
+    """Negative positions count from the end, as put and index_put read them."""
+    return torch.where(index < 0, index + size, index)
+
+
+def put(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    if self.dim() == 0:
+        return NotImplemented
+    flat, positions = self.reshape(-1), _wrapped(index.reshape(-1), self.numel())
+    values = source.reshape(-1)
+    out = scatter_add(flat, 0, positions, values) if accumulate else scatter_src(flat, 0, positions, values)
+    return out if out is NotImplemented else out.reshape(self.shape)
+
+
+def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
+    """One integer index tensor on the first dim (an embedding table's or a bias table's rows)."""
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype in (torch.bool, torch.uint8):
+        return NotImplemented
+    if self.dim() == 0:
+        return NotImplemented
+    index = indices[0]
+    rows = _wrapped(index.reshape(-1), self.shape[0])
+    values = values.expand(*index.shape, *self.shape[1:]).reshape(rows.numel(), *self.shape[1:])
+    if values.dtype != self.dtype:
+        return NotImplemented
+    along = _along(rows, 0, values)
+    return scatter_add(self, 0, along, values) if accumulate else scatter_src(self, 0, along, values)
+
+
+def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
+    """The source's elements in order at the positions the mask selects: the k-th selected position
+    takes source[k], k counted by a prefix sum of the mask (our short scan)."""
+    from compiler_core.decomp.scans import SHORT_SCAN
+
+    shape = torch.broadcast_shapes(self.shape, mask.shape)
+    if tuple(shape) != tuple(self.shape) or self.numel() > SHORT_SCAN or source.numel() == 0:
+        return NotImplemented
+    if source.dtype != self.dtype:
+        return NotImplemented
+    selected = mask.expand(shape).reshape(-1)
+    taken = torch.cumsum(selected.to(torch.int64), 0) - 1
+    placed = source.reshape(-1).index_select(0, torch.where(selected, taken, 0))
+    return torch.where(selected, placed, self.reshape(-1)).reshape(shape)
+
+
+SCATTER_FAMILY = {
+    aten.scatter.src: scatter_src, aten.scatter.value: scatter_value, aten.scatter_add.default: scatter_add,
+    aten.scatter_reduce.two: scatter_reduce, aten.index_add.default: index_add,
+    aten.index_copy.default: index_copy, aten.index_fill.int_Scalar: index_fill,
+    aten.index_fill.int_Tensor: index_fill, aten.index_reduce.default: index_reduce, aten.put.default: put,
+    aten.index_put.default: index_put, aten.masked_scatter.default: masked_scatter,
+}

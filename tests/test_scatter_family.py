@@ -1,0 +1,95 @@
+"""The scatter family as masked reductions (decomp/scatter_family.py): our kernels, eager's values
+(duplicates included), eager's errors for an index out of range, and PyTorch's call above the size cap."""
+
+import pytest
+import torch
+
+import compiler_core as cc
+from compiler_core.decomp import scatter_family
+
+BACKENDS = ["cpp", "triton"]
+
+
+def _inputs():
+    g = torch.Generator().manual_seed(0)
+    x, src = torch.randn(5, 7, generator=g), torch.randn(4, 6, generator=g)
+    src[1, 2] = float("nan")
+    index = torch.randint(0, 5, (4, 6), generator=g)  # duplicates: several elements land on one row
+    rows = torch.tensor([0, 4, 2, 4])
+    return x, src, index, rows, torch.randn(4, 7, generator=g)
+
+
+PROGRAMS = {
+    "scatter_add": lambda x, src, index, rows, w: torch.scatter_add(x, 0, index, src),
+    "scatter_last_wins": lambda x, src, index, rows, w: torch.scatter(x, 0, index, src),
+    "scatter_value": lambda x, src, index, rows, w: torch.scatter(x, 1, index, 2.5),
+    **{f"scatter_reduce_{r}_{'self' if inc else 'noself'}":
+       (lambda x, src, index, rows, w, r=r, inc=inc: torch.scatter_reduce(x, 0, index, src, r, include_self=inc))
+       for r in ("sum", "prod", "mean", "amax", "amin") for inc in (True, False)},
+    "index_add": lambda x, src, index, rows, w: x.index_add(0, rows, w, alpha=2),
+    "index_copy": lambda x, src, index, rows, w: x.index_copy(0, torch.tensor([3, 0, 1, 4]), w),
+    "index_fill": lambda x, src, index, rows, w: x.index_fill(1, torch.tensor([1, 5]), -3.0),
+    "index_reduce_mean": lambda x, src, index, rows, w: x.index_reduce(0, rows, w, "mean", include_self=False),
+    "put_accumulate": lambda x, src, index, rows, w: x.put(torch.tensor([0, -1, 12, 0]), src[0, :4], accumulate=True),
+    "index_put_accumulate": lambda x, src, index, rows, w: x.index_put((torch.tensor([[0, 4], [4, -1]]),),
+                                                                        w[:1].expand(2, 2, 7), accumulate=True),
+    "masked_scatter": lambda x, src, index, rows, w: x.masked_scatter(x > 0, torch.arange(35.0)),
+    "scatter_add_int": lambda x, src, index, rows, w: torch.scatter_add((x * 9).int(), 0, index,
+                                                                        (src.nan_to_num() * 9).int()),
+}
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_scatter_family_is_our_kernels_with_eagers_values(name, backend):
+    fn, args = PROGRAMS[name], _inputs()
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(*args), fn(*args), equal_nan=True)
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0 and stats["kernel_count"] >= 1, stats
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_index_out_of_range_raises_as_in_eager(backend):
+    x, src, index, *_ = _inputs()
+    bad = index.clone()
+    bad[2, 3] = 5
+    with pytest.raises((RuntimeError, IndexError)):
+        torch.scatter_add(x, 0, bad, src)
+    compiled = cc.compile(lambda x, i, s: torch.scatter_add(x, 0, i, s), backend=backend)
+    with pytest.raises((RuntimeError, IndexError)):
+        compiled(x, bad, src)
+
+
+def test_a_scatter_above_the_cap_stays_pytorchs_call(monkeypatch):
+    monkeypatch.setattr(scatter_family, "SHORT_SCATTER", 100)
+    x, src, index, *_ = _inputs()  # 24 elements x 5 positions = 120 > 100
+    compiled = cc.compile(lambda x, i, s: torch.scatter_add(x, 0, i, s) * 2, backend="cpp")
+    torch.testing.assert_close(compiled(x, index, src), torch.scatter_add(x, 0, index, src) * 2, equal_nan=True)
+    assert compiled.session.stats["fallback_ops"] == ["aten.scatter_add.default"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_gather_and_table_lookup_backwards_are_ours(backend):
+    # gather's backward is a scatter_add, a table lookup's (Swin's relative position bias) an
+    # index_put with accumulate: both were PyTorch's calls in training graphs.
+    g = torch.Generator().manual_seed(1)
+    table = torch.randn(13, 3, generator=g, requires_grad=True)
+    x = torch.randn(6, 5, generator=g, requires_grad=True)
+    lookup = torch.randint(0, 13, (7, 7), generator=g)
+    pick = torch.randint(0, 5, (6, 2), generator=g)
+
+    def step(table, x):
+        return (table[lookup].sum(-1) * 2).sum() + torch.gather(x, 1, pick).square().sum()
+
+    compiled = cc.compile(step, backend=backend)
+    compiled(table, x).backward()
+    grads = table.grad.clone(), x.grad.clone()
+    table.grad = x.grad = None
+    step(table, x).backward()
+    torch.testing.assert_close(grads[0], table.grad)
+    torch.testing.assert_close(grads[1], x.grad)
+    backward = compiled.session.graphs[0].backward
+    assert backward is not None and not backward.fell_back
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
