@@ -39,3 +39,18 @@ def test_triton_interpreter_matches_eager(name, fn, make_inputs):
 
 def test_catalogue_is_large_enough():
     assert len(PROGRAMS) >= 30
+
+
+# ---- lgamma and digamma (decomp/special.py): against eager at its special points and poles -----------
+SPECIAL_POINTS = torch.cat([torch.linspace(-9.7, 9.7, 389), torch.tensor(
+    [0.0, -0.0, -1.0, -2.0, -3.0, 1.0, 2.0, 0.5, 1e-30, -1e-30, 1e5, 3e37, float("inf"), float("-inf"),
+     float("nan"), 1.4616321, -0.5, -2.5])])
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("fn", [torch.lgamma, torch.digamma, lambda x: torch.mvlgamma(x.abs() + 1.5, 3)],
+                         ids=["lgamma", "digamma", "mvlgamma"])
+def test_gamma_functions_are_our_kernels_and_match_eager(fn, backend):
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(SPECIAL_POINTS), fn(SPECIAL_POINTS), equal_nan=True)
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1

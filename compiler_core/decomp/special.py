@@ -1,0 +1,97 @@
+"""lgamma and digamma as pointwise expressions of our primitives (log, exp, sin, tan, divisions), so
+both backends compute them from one definition and they fuse with their neighbours; mvlgamma and
+polygamma(0, x) follow through torch's references.
+
+- lgamma, for x >= 0.5: Lanczos' approximation (g = 7, 9 terms; relative error ~1e-15, so float32
+  keeps all its digits but for the rounding of the sum); below, the reflection
+  lgamma(x) = log(pi / |sin(pi x)|) - lgamma(1 - x), with sin(pi x) taken of x - round(x), which is
+  exact, so the poles (0, -1, -2...) give +inf as eager's lgamma does.
+- digamma: psi(x) = psi(x + 6) - sum_{k<6} 1/(x + k), with psi(y) for y >= 6 from its asymptotic
+  series (error below 1e-11); for x < 0 the reflection psi(x) = psi(1 - x) - pi / tan(pi x).
+  Eager's values at the special points: -inf at +0, +inf at -0, NaN at the negative integers.
+Half-precision inputs are computed in float32 and rounded once, as eager's opmath does.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch._refs.special as refs_special
+
+aten = torch.ops.aten
+
+_LANCZOS_G = 7.0
+_LANCZOS = (0.99999999999980993, 676.5203681218851, -1259.1392167224028, 771.32342877765313,
+            -176.61502916214059, 12.507343278686905, -0.13857109526572012, 9.9843695780195716e-6,
+            1.5056327351493116e-7)
+# psi(y) ~ log y - 1/(2y) - sum_k B_2k / (2k y^2k): the B_2k / 2k for k = 1..6
+_DIGAMMA_SERIES = (1 / 12, -1 / 120, 1 / 252, -1 / 240, 1 / 132, -691 / 32760)
+
+
+def _opmath(x: torch.Tensor) -> torch.Tensor:
+    return x.float() if x.dtype in (torch.float16, torch.bfloat16) else x
+
+
+def _lgamma_right(x: torch.Tensor) -> torch.Tensor:
+    """lgamma for x >= 0.5 (Lanczos)."""
+    z = x - 1
+    total = torch.full_like(z, _LANCZOS[0])
+    for k, c in enumerate(_LANCZOS[1:], 1):
+        total = total + c / (z + k)
+    t = z + (_LANCZOS_G + 0.5)
+    return 0.5 * math.log(2 * math.pi) + (z + 0.5) * torch.log(t) - t + torch.log(total)
+
+
+def _sin_pi(x: torch.Tensor) -> torch.Tensor:
+    """|sin(pi x)|, exact in its argument: pi times the distance to the nearest integer."""
+    return torch.sin(math.pi * (x - torch.round(x))).abs()
+
+
+def lgamma(x: torch.Tensor) -> torch.Tensor:
+    if not x.is_floating_point():
+        return NotImplemented
+    v = _opmath(x)
+    right = _lgamma_right(torch.where(v < 0.5, 1 - v, v))  # the mirror point for the left side
+    left = math.log(math.pi) - torch.log(_sin_pi(v)) - right
+    out = torch.where(v < 0.5, left, right)
+    out = torch.where(v.abs() == float("inf"), float("inf"), out)  # lgamma(+-inf) = +inf
+    return out.to(x.dtype)
+
+
+def _digamma_right(x: torch.Tensor) -> torch.Tensor:
+    """psi for x > 0 (and 1 - x for the reflected left side)."""
+    y = x + 6
+    inverse_square = 1 / (y * y)
+    series = torch.zeros_like(y)
+    for c in reversed(_DIGAMMA_SERIES):
+        series = (series + c) * inverse_square
+    shifted = torch.log(y) - 0.5 / y - series
+    for k in range(6):
+        shifted = shifted - 1 / (x + k)
+    return shifted
+
+
+def digamma(x: torch.Tensor) -> torch.Tensor:
+    if not x.is_floating_point():
+        return NotImplemented
+    v = _opmath(x)
+    negative = v < 0
+    right = _digamma_right(torch.where(negative, 1 - v, v))
+    reduced = v - torch.round(v)  # tan has period pi: tan(pi x) = tan(pi (x - round x)), exactly
+    left = right - math.pi / torch.tan(math.pi * reduced)
+    out = torch.where(negative, left, right)
+    out = torch.where(negative & (reduced == 0), float("nan"), out)  # the poles at -1, -2, ...
+    # at 0: -inf for +0 and +inf for -0, eager's copysign(inf, -x)
+    out = torch.where(v == 0, torch.where(torch.signbit(v), float("inf"), float("-inf")), out)
+    out = torch.where(v == float("inf"), float("inf"), out)
+    return out.to(x.dtype)
+
+
+def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
+    return digamma(x) if n == 0 else NotImplemented
+
+
+SPECIAL = {aten.lgamma.default: lgamma, aten.digamma.default: digamma, aten.polygamma.default: polygamma,
+           aten.special_polygamma.default: polygamma,
+           aten.mvlgamma.default: lambda x, p: refs_special.multigammaln(x, p)}
