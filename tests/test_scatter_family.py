@@ -93,3 +93,50 @@ def test_gather_and_table_lookup_backwards_are_ours(backend):
     backward = compiled.session.graphs[0].backward
     assert backward is not None and not backward.fell_back
     assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("padding_idx", [None, 3])
+def test_embedding_backward_is_ours_for_small_tables(backend, padding_idx):
+    # a token at padding_idx adds nothing to its row, as in eager
+    emb = torch.nn.Embedding(11, 6, padding_idx=padding_idx)
+    ids = torch.randint(0, 11, (4, 5), generator=torch.Generator().manual_seed(2))
+    ids[0, :3] = 3
+
+    def step(ids):
+        return emb(ids).square().sum()
+
+    compiled = cc.compile(step, backend=backend)
+    compiled(ids).backward()
+    ours, emb.weight.grad = emb.weight.grad.clone(), None
+    step(ids).backward()
+    torch.testing.assert_close(ours, emb.weight.grad)
+    assert compiled.session.stats["fallback_ops"] == []
+
+
+def test_a_large_embedding_backward_stays_pytorchs_call(monkeypatch):
+    monkeypatch.setattr(scatter_family, "SHORT_SCATTER", 1000)  # 20 tokens x 6 wide x 11 rows > 1000
+    emb = torch.nn.Embedding(11, 6)
+    ids = torch.randint(0, 11, (4, 5), generator=torch.Generator().manual_seed(2))
+    compiled = cc.compile(lambda ids: emb(ids).square().sum(), backend="cpp")
+    compiled(ids).backward()
+    ours, emb.weight.grad = emb.weight.grad.clone(), None
+    emb(ids).square().sum().backward()
+    torch.testing.assert_close(ours, emb.weight.grad)
+    assert compiled.session.stats["fallback_ops"] == ["aten.embedding_dense_backward.default"]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("size, stride, offset", [((3, 4), (16, 2), 1), ((2, 2, 2), (24, 4, 1), 0)])
+def test_as_strided_scatter_writes_the_view_positions(backend, size, stride, offset):
+    g = torch.Generator().manual_seed(3)
+    x, src = torch.randn(6, 8, generator=g), torch.randn(size, generator=g)
+    fn = lambda x, s: torch.as_strided_scatter(x, s, size, stride, offset)  # noqa: E731
+    compiled = cc.compile(fn, backend=backend)
+    assert torch.equal(compiled(x, src), fn(x, src))
+    assert compiled.session.stats["fallback_ops"] == []
+    # a strided input is placed by its own strides in eager: PyTorch's call, same values
+    wide = torch.randn(6, 16, generator=g)[:, ::2]
+    torch._dynamo.reset()
+    compiled = cc.compile(fn, backend=backend)
+    assert torch.equal(compiled(wide, src), fn(wide, src))

@@ -1,5 +1,6 @@
 """The scatter family (scatter, scatter_add, scatter_reduce, index_add/copy/fill/reduce, index_put
-with one index, put, masked_scatter) as masked reductions: a gather of what lands where.
+with one index, put, as_strided_scatter, masked_scatter, and embedding's backward) as masked
+reductions: a gather of what lands where.
 
 ATen writes each source element at its index, one after another (on CUDA with atomic adds, in a
 different order each run). Read the other way round, every output position p along `dim` reduces
@@ -225,6 +226,49 @@ def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulat
     return scatter_add(self, 0, along, values) if accumulate else scatter_src(self, 0, along, values)
 
 
+def _row_major(shape: torch.Size) -> tuple[int, ...]:
+    strides, step = [], 1
+    for n in reversed(shape):
+        strides.append(step)
+        step *= n
+    return tuple(reversed(strides))
+
+
+def as_strided_scatter(input: torch.Tensor, src: torch.Tensor, size: list, stride: list,
+                       storage_offset: Optional[int] = None) -> torch.Tensor:
+    """`src` written over the strided view of a contiguous input: put() at the view's offsets (the
+    offsets are arange arithmetic). A non-contiguous input's storage order is not its index order:
+    PyTorch's call."""
+    # Exactly row-major strides, size-1 dims too: eager places the view by the input's own strides.
+    if input.dim() == 0 or tuple(input.stride()) != _row_major(input.shape):
+        return NotImplemented
+    if tuple(src.shape) != tuple(size) or src.dtype != input.dtype:
+        return NotImplemented
+    offsets = torch.full(tuple(size), storage_offset or 0, dtype=torch.int64, device=input.device)
+    for d, (n, step) in enumerate(zip(size, stride)):
+        shape = [1] * len(size)
+        shape[d] = n
+        offsets = offsets + torch.arange(n, device=input.device).reshape(shape) * step
+    return put(input, offsets, src)
+
+
+def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
+                             padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
+    """The embedding table's gradient: each row sums the gradients of the tokens that read it (not
+    those of padding_idx). Small tables and token counts only (the cap): a real vocabulary times a
+    real batch of tokens stays PyTorch's call."""
+    if scale_grad_by_freq or indices.dtype != torch.int64 or grad_output.dim() != indices.dim() + 1:
+        return NotImplemented
+    width = grad_output.shape[-1]
+    grads = grad_output.reshape(-1, width)
+    rows = indices.reshape(-1)
+    if rows.numel() == 0 or rows.numel() * width * num_weights > SHORT_SCATTER:
+        return NotImplemented
+    grads = torch.where((rows == padding_idx).unsqueeze(1), 0, grads)
+    table = grads.new_zeros(num_weights, width)
+    return scatter_add(table, 0, _along(rows, 0, grads), grads)
+
+
 def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """The source's elements in order at the positions the mask selects: the k-th selected position
     takes source[k], k counted by a prefix sum of the mask (our short scan)."""
@@ -247,4 +291,6 @@ SCATTER_FAMILY = {
     aten.index_copy.default: index_copy, aten.index_fill.int_Scalar: index_fill,
     aten.index_fill.int_Tensor: index_fill, aten.index_reduce.default: index_reduce, aten.put.default: put,
     aten.index_put.default: index_put, aten.masked_scatter.default: masked_scatter,
+    aten.embedding_dense_backward.default: embedding_dense_backward,
+    aten.as_strided_scatter.default: as_strided_scatter,
 }
