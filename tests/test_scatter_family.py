@@ -140,3 +140,58 @@ def test_as_strided_scatter_writes_the_view_positions(backend, size, stride, off
     torch._dynamo.reset()
     compiled = cc.compile(fn, backend=backend)
     assert torch.equal(compiled(wide, src), fn(wide, src))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bucketize_and_searchsorted_count_like_the_binary_search(backend):
+    g = torch.Generator().manual_seed(4)
+    boundaries = torch.tensor([-1.0, 0.0, 0.0, 0.5, 2.0])  # a repeated boundary: left and right differ
+    x = torch.cat([torch.randn(20, generator=g), torch.tensor([0.0, 0.5, -1.0, 2.0, float("nan"), 9.0])])
+    rows = torch.sort(torch.randn(3, 6, generator=g), -1).values
+    values = torch.randn(3, 4, generator=g)
+    sorter = torch.argsort(boundaries.flip(0))
+    programs = [
+        lambda: torch.bucketize(x, boundaries),
+        lambda: torch.bucketize(x, boundaries, right=True, out_int32=True),
+        lambda: torch.searchsorted(boundaries, x, side="right"),
+        lambda: torch.searchsorted(rows, values),  # one sorted row per row of values
+        lambda: torch.searchsorted(boundaries.flip(0), x, sorter=sorter),
+    ]
+    for fn in programs:
+        compiled = cc.compile(fn, backend=backend)
+        got, expected = compiled(), fn()
+        assert got.dtype == expected.dtype and torch.equal(got, expected), (got, expected)
+        assert compiled.session.stats["fallback_ops"] == []
+        torch._dynamo.reset()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_diagonal_scatter_and_max_unpool_are_ours(backend):
+    g = torch.Generator().manual_seed(5)
+    y, diag = torch.randn(2, 4, 5, generator=g), torch.randn(2, 3, generator=g)
+    pooled, where = torch.nn.functional.max_pool2d(torch.randn(2, 3, 6, 6, generator=g), 2, return_indices=True)
+    programs = [
+        (lambda y, d: torch.diagonal_scatter(y, d, 2, 1, 2), (y, diag)),
+        (lambda p, i: torch.nn.functional.max_unpool2d(p, i, 2), (pooled, where)),
+    ]
+    for fn, args in programs:
+        compiled = cc.compile(fn, backend=backend)
+        assert torch.equal(compiled(*args), fn(*args))
+        assert compiled.session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_index_put_with_two_indices_checks_each_dim(backend):
+    x = torch.zeros(3, 4, 2)
+    values = torch.arange(6.0).reshape(3, 2)
+    rows, cols = torch.tensor([0, 2, 2]), torch.tensor([1, 3, 3])  # a duplicate: accumulated
+    fn = lambda x, r, c, v: x.index_put((r, c), v, accumulate=True)  # noqa: E731
+    compiled = cc.compile(fn, backend=backend)
+    assert torch.equal(compiled(x, rows, cols, values), fn(x, rows, cols, values))
+    assert compiled.session.stats["fallback_ops"] == []
+    # col 4 would alias row 1's col 0 once linearized: it must raise as in eager, not land there
+    bad = torch.tensor([0, 2, 4])
+    with pytest.raises((RuntimeError, IndexError)):
+        fn(x, rows, bad, values)
+    with pytest.raises((RuntimeError, IndexError)):
+        compiled(x, rows, bad, values)

@@ -212,18 +212,94 @@ def put(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulat
 
 
 def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
-    """One integer index tensor on the first dim (an embedding table's or a bias table's rows)."""
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype in (torch.bool, torch.uint8):
+    """Integer index tensors on the leading dims (no gaps): an embedding table's or bias table's rows,
+    max_unpool's (batch, channel, position). Each index is bounds-checked against its own dim, then
+    the positions are linearized over those dims and scattered along one flattened dim."""
+    count = len(indices)
+    if count == 0 or count > self.dim() or any(i is None or i.dtype not in (torch.int64, torch.int32)
+                                                for i in indices):
         return NotImplemented
-    if self.dim() == 0:
-        return NotImplemented
-    index = indices[0]
-    rows = _wrapped(index.reshape(-1), self.shape[0])
-    values = values.expand(*index.shape, *self.shape[1:]).reshape(rows.numel(), *self.shape[1:])
     if values.dtype != self.dtype:
         return NotImplemented
-    along = _along(rows, 0, values)
-    return scatter_add(self, 0, along, values) if accumulate else scatter_src(self, 0, along, values)
+    broadcast = torch.broadcast_tensors(*indices)
+    lead, rest = self.shape[:count], self.shape[count:]
+    linear = None
+    for index, size in zip(broadcast, lead):
+        wrapped = _wrapped(index.reshape(-1).to(torch.int64), size)
+        checked = torch.arange(size, device=self.device).index_select(0, wrapped)
+        linear = checked if linear is None else linear * size + checked
+    rows = 1
+    for size in lead:
+        rows *= size
+    flat = self.reshape(rows, *rest)
+    values = values.expand(*broadcast[0].shape, *rest).reshape(linear.numel(), *rest)
+    along = _along(linear, 0, values)
+    out = scatter_add(flat, 0, along, values) if accumulate else scatter_src(flat, 0, along, values)
+    return out if out is NotImplemented else out.reshape(self.shape)
+
+
+def _unsafe_index_put(self: torch.Tensor, indices: list, values: torch.Tensor,
+                      accumulate: bool = False) -> torch.Tensor:
+    # "unsafe" only skips ATen's bounds check; ours keeps it
+    return index_put(self, indices, values, accumulate)
+
+
+def diagonal_scatter(input: torch.Tensor, src: torch.Tensor, offset: int = 0, dim1: int = 0,
+                     dim2: int = 1) -> torch.Tensor:
+    """`src` on a diagonal of a row-major input: as_strided_scatter at the diagonal view's strides."""
+    if input.dim() < 2 or tuple(input.stride()) != _row_major(input.shape):
+        return NotImplemented
+    dim1, dim2 = dim1 % input.dim(), dim2 % input.dim()
+    stride = input.stride()
+    start = offset * stride[dim2] if offset >= 0 else -offset * stride[dim1]
+    length = max(min(input.shape[dim1] + min(offset, 0), input.shape[dim2] - max(offset, 0)), 0)
+    keep = [d for d in range(input.dim()) if d not in (dim1, dim2)]
+    size = [input.shape[d] for d in keep] + [length]
+    strides = [stride[d] for d in keep] + [stride[dim1] + stride[dim2]]
+    if length == 0:
+        return NotImplemented
+    return as_strided_scatter(input, src, size, strides, start)
+
+
+def _count_below(sequence: torch.Tensor, values: torch.Tensor, right: bool) -> torch.Tensor:
+    """How many of a sorted sequence's last-dim entries come before each value: the binary search's
+    answer as a count (a NaN value counts them all, as the search's failed compares do)."""
+    seq, val = sequence.unsqueeze(-2), values.unsqueeze(-1)  # [..., 1, M] against [..., K, 1]
+    before = ~(seq > val) if right else ~(seq >= val)
+    return before.sum(-1)
+
+
+def bucketize(input: torch.Tensor, boundaries: torch.Tensor, *, out_int32: bool = False,
+              right: bool = False) -> torch.Tensor:
+    if boundaries.dim() != 1 or input.numel() * boundaries.numel() > SHORT_SCATTER:
+        return NotImplemented
+    if input.is_complex() or input.dtype == torch.bool:
+        return NotImplemented
+    if boundaries.numel() == 0:
+        return input.new_zeros(input.shape, dtype=torch.int32 if out_int32 else torch.int64)
+    flat = input.reshape(-1)
+    counts = _count_below(boundaries, flat, right).reshape(input.shape)
+    return counts.to(torch.int32 if out_int32 else torch.int64)
+
+
+def searchsorted(sorted_sequence: torch.Tensor, input: torch.Tensor, *, out_int32: bool = False,
+                 right: bool = False, side: Optional[str] = None,
+                 sorter: Optional[torch.Tensor] = None) -> torch.Tensor:
+    if side is not None:
+        right = side == "right"
+    if input.numel() * sorted_sequence.shape[-1] > SHORT_SCATTER or input.is_complex() or input.dtype == torch.bool:
+        return NotImplemented
+    if sorted_sequence.shape[-1] == 0:  # nothing comes before any value
+        return input.new_zeros(input.shape, dtype=torch.int32 if out_int32 else torch.int64)
+    if sorter is not None:
+        sorted_sequence = sorted_sequence.gather(-1, sorter)
+    if sorted_sequence.dim() == 1:
+        counts = _count_below(sorted_sequence, input.reshape(-1), right).reshape(input.shape)
+    else:
+        if input.dim() != sorted_sequence.dim() or input.shape[:-1] != sorted_sequence.shape[:-1]:
+            return NotImplemented
+        counts = _count_below(sorted_sequence, input, right)
+    return counts.to(torch.int32 if out_int32 else torch.int64)
 
 
 def _row_major(shape: torch.Size) -> tuple[int, ...]:
@@ -292,5 +368,7 @@ SCATTER_FAMILY = {
     aten.index_fill.int_Tensor: index_fill, aten.index_reduce.default: index_reduce, aten.put.default: put,
     aten.index_put.default: index_put, aten.masked_scatter.default: masked_scatter,
     aten.embedding_dense_backward.default: embedding_dense_backward,
-    aten.as_strided_scatter.default: as_strided_scatter,
+    aten.as_strided_scatter.default: as_strided_scatter, aten._unsafe_index_put.default: _unsafe_index_put,
+    aten.diagonal_scatter.default: diagonal_scatter, aten.bucketize.Tensor: bucketize,
+    aten.searchsorted.Tensor: searchsorted,
 }

@@ -75,6 +75,8 @@ DECOMPOSE = [
     # torch's references over index arithmetic, gathers and compares: F.unfold's windows (im2col), a
     # grid sample's bilinear/nearest gathers, isin as a broadcast compare and any
     aten.im2col, aten.grid_sampler_2d, aten.isin,
+    # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
+    aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
 
 
