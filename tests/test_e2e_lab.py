@@ -7,7 +7,8 @@ One JupyterLab server for the module:
   empty (tabs found in the page, so a new view is covered without touching this file);
 - the executed tour reopened as an *untrusted* notebook: the widgets are not drawn and JupyterLab's
   sanitizer rewrites the static HTML fallback, which must still read as tabs with styles and
-  pictures.
+  pictures;
+- an exported report (view.to_html) opened from disk: no request leaves the file, every view reads.
 Screenshots go to build/browser/ (for a person to look at, pass or fail).
 """
 
@@ -381,3 +382,32 @@ _FALLBACK_JS = r"""async (view) => {
         }),
     };
 }"""
+
+
+def test_exported_report_reads_offline_in_the_browser(browser, tmp_path):
+    """view.to_html(): one self-contained page. Opened from disk, it asks nothing of the network,
+    and every view is there with its text or pictures, styled (the same checks as the untrusted tour)."""
+    import torch
+
+    from explorer import explore
+
+    view = explore(lambda x: torch.softmax(x * 2, -1).sum(0) + x.mean(), torch.randn(16, 32), repeats=2,
+                   kernels_for=("cpp",))
+    path = view.to_html(tmp_path / "report.html")
+    page = browser.new_page(viewport={"width": 1400, "height": 1400})
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    try:
+        page.goto(path.as_uri(), wait_until="load")
+        shown = page.locator("body").evaluate(_FALLBACK_JS)
+        page.screenshot(path=str(SHOTS / "report-offline.png"), full_page=True)
+    finally:
+        page.close()
+    assert [s["title"] for s in shown["sections"]] == TAB_TITLES, shown["sections"]
+    empty = [s for s in shown["sections"] if not (s["text"] or s["pictures"])]
+    assert not empty, empty
+    assert shown["broken"] == 0 and shown["radios"] == 0, shown
+    assert all(s["border"] == "1px" for s in shown["sections"]), shown["sections"]
+    assert all(s["pictures"] for s in shown["sections"] if s["title"] in ("Graph", "Fusion")), shown
+    off_disk = [url for url in asked if not url.startswith(("file:", "data:"))]
+    assert off_disk == [], off_disk
