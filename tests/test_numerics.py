@@ -54,3 +54,25 @@ def test_gamma_functions_are_our_kernels_and_match_eager(fn, backend):
     compiled = cc.compile(fn, backend=backend)
     torch.testing.assert_close(compiled(SPECIAL_POINTS), fn(SPECIAL_POINTS), equal_nan=True)
     assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_angle_of_real_numbers(backend):
+    x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), float("-inf")])
+    for value in (x, torch.tensor([-3, 0, 4])):  # an integer input gives float angles
+        compiled = cc.compile(torch.angle, backend=backend)
+        got, expected = compiled(value), torch.angle(value)
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected, equal_nan=True)
+        assert compiled.session.stats["fallback_ops"] == []
+        torch._dynamo.reset()
+
+
+def test_addbmm_is_one_matmul_call_and_pointwise():
+    g = torch.Generator().manual_seed(0)
+    c, b1, b2 = torch.randn(5, 6, generator=g), torch.randn(4, 5, 3, generator=g), torch.randn(4, 3, 6, generator=g)
+    fn = lambda c, b1, b2: torch.addbmm(c, b1, b2, beta=0.5, alpha=2)  # noqa: E731
+    compiled = cc.compile(fn, backend="cpp")
+    torch.testing.assert_close(compiled(c, b1, b2), fn(c, b1, b2))
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["extern_calls"] == 1, stats

@@ -10,6 +10,7 @@ polygamma(0, x) follow through torch's references.
   series (error below 1e-11); for x < 0 the reflection psi(x) = psi(1 - x) - pi / tan(pi x).
   Eager's values at the special points: -inf at +0, +inf at -0, NaN at the negative integers.
 Half-precision inputs are computed in float32 and rounded once, as eager's opmath does.
+angle of a real number (pi below zero, else 0, NaN kept) is here too.
 """
 
 from __future__ import annotations
@@ -92,6 +93,13 @@ def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
     return digamma(x) if n == 0 else NotImplemented
 
 
-SPECIAL = {aten.lgamma.default: lgamma, aten.digamma.default: digamma, aten.polygamma.default: polygamma,
-           aten.special_polygamma.default: polygamma,
+def angle(x: torch.Tensor) -> torch.Tensor:
+    if x.is_complex():
+        return NotImplemented
+    v = x if x.is_floating_point() else x.to(torch.get_default_dtype())
+    return torch.where(torch.isnan(v), v, torch.where(v < 0, math.pi, 0.0)).to(v.dtype)
+
+
+SPECIAL = {aten.angle.default: angle, aten.lgamma.default: lgamma, aten.digamma.default: digamma,
+           aten.polygamma.default: polygamma, aten.special_polygamma.default: polygamma,
            aten.mvlgamma.default: lambda x, p: refs_special.multigammaln(x, p)}

@@ -125,7 +125,16 @@ def _scale_and_add(product: torch.Tensor, self: torch.Tensor, beta, alpha) -> to
     return out + (self if beta == 1 else self * beta)
 
 
-MATMUL_WITH_EPILOGUE = {aten.baddbmm.default: _baddbmm}
+def _addbmm(self: torch.Tensor, batch1: torch.Tensor, batch2: torch.Tensor, *, beta=1, alpha=1) -> torch.Tensor:
+    """The sum of the batch's products is one matmul over the batch and inner dims together:
+    [n, b*m] @ [b*m, p], with no [b, n, p] intermediate."""
+    b, n, m = batch1.shape
+    p = batch2.shape[2]
+    product = aten.mm.default(batch1.permute(1, 0, 2).reshape(n, b * m), batch2.reshape(b * m, p))
+    return _scale_and_add(product, self, beta, alpha)
+
+
+MATMUL_WITH_EPILOGUE = {aten.baddbmm.default: _baddbmm, aten.addbmm.default: _addbmm}
 
 
 # ATen op (overload packet) -> primitive name.  Anything else is an extern call.
