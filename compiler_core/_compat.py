@@ -6,6 +6,7 @@ only file to change.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from typing import Any, Callable, Optional
@@ -123,6 +124,8 @@ def floats_specialized() -> Any:
     constants guarded by value, as without dynamic shapes. Left symbolic, Dynamo passes them as 0-d
     tensors read back with .item(), which a graph traced again at concrete sizes (per_size.py) cannot
     do without a symbolic shape environment."""
+    if not hasattr(torch._dynamo.config, "specialize_float"):  # a torch without the option specializes
+        return contextlib.nullcontext()
     return torch._dynamo.config.patch(specialize_float=True)
 
 
