@@ -207,10 +207,14 @@ class CompiledFunction:
     def __get__(self, obj: Any, objtype: Any = None) -> Any:  # works as a method decorator too
         return self if obj is None else functools.partial(self.__call__, obj)
 
-    def _backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+    def _call_session(self) -> CompileSession:
+        """The session of what the current call compiles, made when it first compiles something."""
         if self._pending is None:
             self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
-        session = self._pending
+        return self._pending
+
+    def _backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
+        session = self._call_session()
         try:
             captured = capture_graph(gm, example_inputs, len(session.graphs))
         except Exception as exc:  # noqa: BLE001 - never fail the user's call over bookkeeping
@@ -251,9 +255,7 @@ class CompiledFunction:
         captured, unused = first.captured, [first]
 
         def compile_for(args: tuple, bound: dict) -> Callable:
-            if self._pending is None:
-                self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
-            session = self._pending
+            session = self._call_session()
             record = unused.pop() if unused else GraphRecord(captured=captured)
             if record not in session.graphs:
                 session.graphs.append(record)
@@ -265,9 +267,7 @@ class CompiledFunction:
             return _outside_dynamo(self._aot(bound_gm, list(tensors), record, session))
 
         def over_limit(bound: dict) -> None:
-            if self._pending is None:
-                self._pending = CompileSession(backend=self.options.backend, mode=self.options.mode)
-            self._pending.messages.append(
+            self._call_session().messages.append(
                 f"graph {captured.index} runs in eager PyTorch for {per_size.describe(bound)}: it was compiled "
                 f"for {per_size.MAX_SIZES} sizes already (compiler_core.per_size.MAX_SIZES)")
 

@@ -34,6 +34,13 @@ def _length(x: torch.Tensor, dim: int) -> int | None:
     return length if isinstance(length, int) and length <= SHORT_SCAN else None
 
 
+def extreme_identity(dtype: torch.dtype, kind: str) -> float | int:
+    """What a running max ("max") or min ("min") starts from: the dtype's lowest or highest value."""
+    if dtype.is_floating_point:
+        return float("-inf") if kind == "max" else float("inf")
+    return torch.iinfo(dtype).min if kind == "max" else torch.iinfo(dtype).max
+
+
 def _prefix_rows(x: torch.Tensor, dim: int, fill: float) -> tuple[torch.Tensor, torch.Tensor]:
     """(rows, mask): rows[..., j, i, ...] is x[..., j, ...] where j <= i, else `fill`; reducing over
     `dim` (j) gives output position i its prefix. The mask is arange arithmetic, never a stored tensor."""
@@ -65,11 +72,7 @@ def _cum_extreme(kind: str):
         if x.dim() == 0 or x.dtype == torch.bool or x.is_complex() or _length(x, dim) is None:
             return NotImplemented
         dim = dim % x.dim()
-        if x.dtype.is_floating_point:
-            fill = float("-inf") if kind == "max" else float("inf")
-        else:
-            fill = torch.iinfo(x.dtype).min if kind == "max" else torch.iinfo(x.dtype).max
-        rows, mask = _prefix_rows(x, dim, fill)
+        rows, mask = _prefix_rows(x, dim, extreme_identity(x.dtype, kind))
         values = rows.amax(dim) if kind == "max" else rows.amin(dim)
         here, extreme = x.unsqueeze(dim + 1), values.unsqueeze(dim)
         hit = here == extreme

@@ -1,6 +1,6 @@
 """The scatter family (scatter, scatter_add, scatter_reduce, index_add/copy/fill/reduce, index_put
-with one index, put, as_strided_scatter, masked_scatter, and embedding's backward) as masked
-reductions: a gather of what lands where.
+on leading dims, put, as_strided/diagonal_scatter, masked_scatter, embedding's backward) and the
+sorted searches (bucketize, searchsorted) as masked reductions: a gather of what lands where.
 
 ATen writes each source element at its index, one after another (on CUDA with atomic adds, in a
 different order each run). Read the other way round, every output position p along `dim` reduces
@@ -23,6 +23,8 @@ from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
+
+from compiler_core.decomp.scans import SHORT_SCAN, extreme_identity
 
 aten = torch.ops.aten
 SHORT_SCATTER = 1 << 24  # scattered elements x positions along dim, at most
@@ -67,11 +69,7 @@ class _Hits:
         if kind == "prod":
             return torch.where(self.mask, self.src, 1).prod(self.dim, dtype=dtype)
         if kind in ("amax", "amin"):
-            if dtype.is_floating_point:
-                fill = float("-inf") if kind == "amax" else float("inf")
-            else:
-                fill = torch.iinfo(dtype).min if kind == "amax" else torch.iinfo(dtype).max
-            rows = torch.where(self.mask, self.src, fill)
+            rows = torch.where(self.mask, self.src, extreme_identity(dtype, kind[1:]))
             return rows.amax(self.dim) if kind == "amax" else rows.amin(self.dim)
         if kind == "count":
             return self.mask.sum(self.dim)
@@ -348,8 +346,6 @@ def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, n
 def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor) -> torch.Tensor:
     """The source's elements in order at the positions the mask selects: the k-th selected position
     takes source[k], k counted by a prefix sum of the mask (our short scan)."""
-    from compiler_core.decomp.scans import SHORT_SCAN
-
     shape = torch.broadcast_shapes(self.shape, mask.shape)
     if tuple(shape) != tuple(self.shape) or self.numel() > SHORT_SCAN or source.numel() == 0:
         return NotImplemented
