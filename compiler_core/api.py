@@ -263,13 +263,19 @@ class CompiledFunction:
             session.messages.append(
                 f"graph {captured.index} has symbolic sizes: our kernels take fixed sizes, so it is compiled "
                 f"for each new size when it first comes (this one: {record.sizes})")
-            bound_gm, tensors = per_size.bind_scalars(gm, traced, args)
-            return _outside_dynamo(self._aot(bound_gm, list(tensors), record, session))
+            # PerSizeGraph runs with Dynamo off already: the compiled graph needs no wrapper of its own
+            tensors = per_size.without(args, per_size.scalar_positions(traced))
+            return self._aot(per_size.bind_scalars(gm, traced, args), list(tensors), record, session)
 
-        def over_limit(bound: dict) -> None:
-            self._call_session().messages.append(
-                f"graph {captured.index} runs in eager PyTorch for {per_size.describe(bound)}: it was compiled "
-                f"for {per_size.MAX_SIZES} sizes already (compiler_core.per_size.MAX_SIZES)")
+        said = []
+
+        def over_limit(bound: dict) -> None:  # said once per graph, not at every call past the limit
+            if not said:
+                said.append(True)
+                self._call_session().messages.append(
+                    f"graph {captured.index} runs in eager PyTorch for {per_size.describe(bound)} and any "
+                    f"later new size: it was compiled for {per_size.MAX_SIZES} sizes already "
+                    "(compiler_core.per_size.MAX_SIZES)")
 
         return _outside_dynamo(per_size.PerSizeGraph(traced, compile_for, gm.forward, over_limit))
 

@@ -70,22 +70,30 @@ def bindings(traced: list, args: tuple, positions: tuple[int, ...]) -> dict[str,
     return dict(sorted(bound.items(), key=lambda kv: (len(kv[0]), kv[0])))
 
 
-def bind_scalars(gm: torch.fx.GraphModule, traced: list, args: tuple) -> tuple[torch.fx.GraphModule, tuple]:
-    """A copy of `gm` with its symbolic scalar inputs (a size Dynamo passes as an int) replaced by
-    their values in this call, and the call's arguments without them: our stages take tensors."""
-    scalars = {i for i, v in enumerate(traced) if isinstance(v, _SYMBOLIC)}
+def scalar_positions(traced: list) -> frozenset[int]:
+    """The graph inputs that are symbolic scalars (a size Dynamo passes as an int)."""
+    return frozenset(i for i, v in enumerate(traced) if isinstance(v, _SYMBOLIC))
+
+
+def without(args: tuple, positions: frozenset[int]) -> tuple:
+    return tuple(a for i, a in enumerate(args) if i not in positions) if positions else args
+
+
+def bind_scalars(gm: torch.fx.GraphModule, traced: list, args: tuple) -> torch.fx.GraphModule:
+    """A copy of `gm` with its symbolic scalar inputs replaced by their values in this call (our
+    stages take tensors); call it with `without(args, scalar_positions(traced))`."""
+    scalars = scalar_positions(traced)
     if not scalars:
-        return gm, args
+        return gm
     graph = torch.fx.Graph()
     env: dict[torch.fx.Node, Any] = {}
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    placeholders = {n: i for i, n in enumerate(n for n in gm.graph.nodes if n.op == "placeholder")}
     for node in gm.graph.nodes:
-        if node.op == "placeholder" and placeholders.index(node) in scalars:
-            env[node] = args[placeholders.index(node)]
+        if placeholders.get(node) in scalars:
+            env[node] = args[placeholders[node]]
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
-    bound = torch.fx.GraphModule(gm, graph)
-    return bound, tuple(a for i, a in enumerate(args) if i not in scalars)
+    return torch.fx.GraphModule(gm, graph)
 
 
 def describe(bound: dict[str, Any]) -> str:
@@ -102,7 +110,7 @@ class PerSizeGraph:
         self.positions = symbolic_positions(traced)
         self.compile_for, self.eager, self.over_limit = compile_for, eager, over_limit
         self.compiled: dict[tuple, Callable] = {}
-        self.scalars = tuple(i for i in self.positions if not isinstance(traced[i], torch.Tensor))
+        self.scalars = scalar_positions(traced)  # bound into each compiled graph: not passed to it
 
     def __call__(self, *args: Any) -> Any:
         key = size_key(args, self.positions)
@@ -113,6 +121,4 @@ class PerSizeGraph:
                 self.over_limit(bound)
                 return self.eager(*args)
             fn = self.compiled[key] = self.compile_for(args, bound)
-        if self.scalars:  # bound into the graph by bind_scalars
-            args = tuple(a for i, a in enumerate(args) if i not in self.scalars)
-        return fn(*args)
+        return fn(*without(args, self.scalars))
