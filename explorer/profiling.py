@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from math import prod
 from types import SimpleNamespace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import torch
 
@@ -305,21 +305,50 @@ def _steps_of(session: CompileSession, record: GraphRecord, runs: list[list]) ->
     groups = record.schedule.groups
     loops = record.loops
     title = record_title(session, record)
-    complete = [r for r in runs if len(r) == len(groups)]  # one event per group, in schedule order
+    matched = [_events_by_group(groups, events) for events in runs]
     out = []
     for i, group in enumerate(groups):
-        times = [r[i][2] for r in complete]
-        seconds = statistics.median(times) if times else None
+        mine = [m[i] for m in matched if m[i] is not None]
+        seconds = statistics.median(e[2] for e in mine) if mine else None
         computes = ", ".join(group.origins)
         if group.kind == "extern":
-            flops = statistics.median([r[i][3] for r in complete]) if complete else 0
-            nbytes = statistics.median([r[i][4] for r in complete]) if complete else group_bytes(loops, group)
+            flops = statistics.median([e[3] for e in mine]) if mine else 0
+            nbytes = statistics.median([e[4] for e in mine]) if mine else group_bytes(loops, group)
             out.append(StepCost(group.name, "ours", "extern", int(flops), int(nbytes), seconds, title, computes))
         else:
             flops = sum(node_flops(loops.node(n)) for n in group.nodes)
             kind = "copy" if is_copy(loops, group) else "kernel"
             out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group), seconds, title, computes))
     return out
+
+
+def _events_by_group(groups: Sequence[FusionGroup], events: list) -> list[Optional[tuple]]:
+    """Each schedule group's event of one run, or None where the group launched nothing.
+
+    The host program launches the groups in schedule order, but not one event per group: a constant is
+    computed once at compile time and launches nothing, and an extern call whose output the memory plan
+    places runs as its `.out` overload. So events are matched by name, walking both lists in order: a
+    kernel by its name, an extern call by its op whatever the overload."""
+    out: list[Optional[tuple]] = []
+    at = 0
+    for group in groups:
+        found = None
+        for j in range(at, len(events)):
+            if _event_is(events[j], group):
+                found, at = events[j], j + 1
+                break
+            if group.kind == "extern" and events[j][0] == "kernel":
+                break  # an extern call is looked for only up to the next kernel, never in a later group's place
+        out.append(found)
+    return out
+
+
+def _event_is(event: tuple, group: FusionGroup) -> bool:
+    kind, name = event[0], event[1]
+    if group.kind == "extern":
+        wanted = group.name.removeprefix("extern_")
+        return kind == "extern" and name.rsplit(".", 1)[0] == wanted.rsplit(".", 1)[0]
+    return kind == "kernel" and name == group.name
 
 
 def steps_without_timing(session: CompileSession) -> tuple[StepCost, ...]:
