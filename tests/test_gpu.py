@@ -231,3 +231,21 @@ def test_bias_and_layer_norm_gradients_match_eager():
         torch.testing.assert_close(got[n], p.grad, atol=1e-5, rtol=1e-3)
     backward = [k for g in compiled.session.graphs if g.backward for k in g.backward.kernels]
     assert sum(k.plan.columns for k in backward) >= 2, [k.plan.pretty() for k in backward]
+
+
+def test_host_scalar_constants_in_a_cuda_graph_are_read_as_literals():
+    """T5's _shift_right writes a Python int into a CUDA tensor: the graph lifts torch.tensor(0) on the host
+    and fills with it. Our kernels read such 0-d host constants as literals instead of leaving both ops
+    to PyTorch (they were T5's and BART's fallback ops on the H200)."""
+    def shift_right(ids):
+        shifted = ids.new_zeros(ids.shape)
+        shifted[..., 1:] = ids[..., :-1].clone()
+        shifted[..., 0] = 7
+        shifted.masked_fill_(shifted == -100, 3)
+        return shifted * torch.tensor(2) + torch.tensor(0.5, dtype=torch.float64).to(torch.float32)
+
+    ids = torch.randint(-100, 50, (4, 33), device="cuda")
+    compiled = cc.compile(shift_right)
+    torch.testing.assert_close(compiled(ids), shift_right(ids))
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0, stats

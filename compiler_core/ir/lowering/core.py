@@ -53,6 +53,10 @@ class Lowering:
         self.source_fn = ""
         self.used_names: set[str] = set()
         self.buffer_devices: dict[str, str] = {}  # inputs, constants and extern results on their devices
+        # 0-d constants on the host in a graph of another device (a lifted torch.tensor(0) in a CUDA graph):
+        # buffer -> value. Known when compiling, so the kernels read them as literals (PyTorch lets a CPU
+        # scalar tensor meet CUDA tensors in one op; our kernels cannot read host memory).
+        self.host_scalars: dict[str, bool | int | float] = {}
 
     def fresh_name(self, wanted: str) -> str:
         """A buffer name no other buffer of this graph has: graph inputs keep their FX names, so an
@@ -102,6 +106,9 @@ class Lowering:
         layout = Layout(tuple(tensor.shape), tuple(tensor.stride()), 0)
         self.constants[name] = tensor
         self.buffer_devices[name] = tensor.device.type
+        if tensor.dim() == 0 and tensor.device.type == "cpu" and not tensor.is_complex():
+            with _compat.real_tensors():  # lowering runs under the fake mode; a constant is a real tensor
+                self.host_scalars[name] = tensor.item()
         self.inputs.append(Buffer(name, tensor.dtype, layout, tensor.device.type, kind="constant"))
         self.values[node.name] = ViewRef(name, layout, tensor.dtype)
 
@@ -115,6 +122,8 @@ class Lowering:
         self.source_fn = _source_fn(node)
         if isinstance(val, torch.Tensor):
             self._check_dtype(val.dtype, node)
+        if self._copies_a_host_scalar(node, val):
+            return
         handler = self.handlers.get(prim)
         if prim == "view":
             self.values[node.name] = self._view(node, val)
@@ -125,6 +134,36 @@ class Lowering:
                 self.values[node.name] = handler(self, node, val)
             except Unsupported as why:
                 self._extern(node, f"no lowering for {node.target} with these arguments: {why}")
+
+    def _copies_a_host_scalar(self, node: torch.fx.Node, val: Any) -> bool:
+        """A copy of a host scalar constant that stays on the host (`lift_fresh_copy`, `clone`, `_to_copy`
+        to another dtype) is a host scalar constant too: made here, when compiling. Returned from the
+        graph it must be a tensor of its own, so that case is left to the handlers."""
+        if not (isinstance(val, torch.Tensor) and val.dim() == 0 and val.device.type != self.device):
+            return False
+        if node.target not in (torch.ops.aten.lift_fresh_copy.default, torch.ops.aten.clone.default,
+                               torch.ops.aten._to_copy.default):
+            return False
+        source = node.args[0]
+        view = self.values.get(source.name) if isinstance(source, torch.fx.Node) else None
+        if not isinstance(view, ViewRef) or view.buffer not in self.host_scalars:
+            return False
+        if any(user.op != "call_function" for user in node.users):
+            return False
+        if view.dtype == val.dtype:
+            self.values[node.name] = view
+            return True
+        with _compat.real_tensors():
+            tensor = self.constants[view.buffer].to(val.dtype)
+            value = tensor.item()
+        name = self.fresh_name(node.name)
+        self.constants[name] = tensor
+        self.buffer_devices[name] = "cpu"
+        self.host_scalars[name] = value
+        layout = Layout((), (), 0)
+        self.inputs.append(Buffer(name, tensor.dtype, layout, "cpu", kind="constant"))
+        self.values[node.name] = ViewRef(name, layout, tensor.dtype)
+        return True
 
     def _check_dtype(self, dtype: torch.dtype, node: torch.fx.Node) -> None:
         if dtype not in SUPPORTED_DTYPES:
@@ -150,6 +189,8 @@ class Lowering:
         view = self.values[arg.name]
         if not isinstance(view, ViewRef):
             raise Unsupported(f"argument {arg.name} is not a tensor")
+        if view.buffer in self.host_scalars and self.buffer_devices[view.buffer] != self.device:
+            return Constant(scalar_of(self.host_scalars[view.buffer], dtype), dtype)
         if self.buffer_devices.get(view.buffer, self.device) != self.device:
             raise Unsupported(f"argument {arg.name} lives on {self.buffer_devices[view.buffer]}, "
                                f"not on the graph's device {self.device}")
