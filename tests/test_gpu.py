@@ -249,3 +249,29 @@ def test_host_scalar_constants_in_a_cuda_graph_are_read_as_literals():
     torch.testing.assert_close(compiled(ids), shift_right(ids))
     stats = compiled.session.stats
     assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0, stats
+
+
+def test_repeated_launches_through_the_binary_match_eager():
+    """After a kernel's first launch, later launches with the same specialization go through Triton's
+    compiled binary (runtime/triton_launch.py). Every call must still match eager, inputs at offsets that
+    are not 16-byte aligned among them (Triton compiles another binary for those), and the binaries
+    must have been used."""
+    from compiler_core.runtime.triton_launch import FastKernel
+    from explorer.profiling import host_namespace
+
+    def f(x, w):
+        return torch.softmax(x * w, -1) + x.sum(0) + torch.nn.functional.gelu(x).mean(1, keepdim=True)
+
+    base = torch.randn(256 * 512 + 3, device="cuda")
+    w = torch.randn(512, device="cuda")
+    compiled = cc.compile(f)
+    for offset in (0, 0, 1, 0, 3, 1, 0):
+        x = base[offset: offset + 256 * 512].view(256, 512)
+        torch.testing.assert_close(compiled(x, w), f(x, w))
+    scope = host_namespace(compiled.session.graphs[0].artifact.call)
+    kernels = [fn for fn in vars(scope["k"]).values() if isinstance(fn, FastKernel)]
+    assert kernels
+    binaries = [key for fn in kernels for launch in fn._by_grid.values() for key in launch._proven]
+    misaligned = [key for key in binaries if any(isinstance(e, tuple) and isinstance(e[0], torch.dtype) and not e[1]
+                                                 for e in key)]
+    assert binaries and misaligned, "no launch went through a binary, or none with a misaligned input"

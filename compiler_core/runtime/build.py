@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -20,6 +21,7 @@ from compiler_core.runtime.check import KernelChecker
 from compiler_core.runtime.cpp_build import BuildError, build_cpp
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 from compiler_core.runtime.kernel_errors import error_check, raising_kernel_errors
+from compiler_core.runtime.triton_launch import FastKernel, fast_launch_supported
 from compiler_core.runtime.triton_load import Quiet, load_triton
 
 __all__ = ["BuildError", "LoadedKernels", "build_program", "cache_dir", "host_call", "load_kernels"]
@@ -61,8 +63,15 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
     interpret = graph.device != "cuda"
     loaded, cache_hit = load_triton(kernels, interpret=interpret)
     check = error_check(loaded["fc_take_error"]) if any(k.checks_int_div for k in kernels) else None
-    return LoadedKernels({name: Quiet(loaded[name]) if interpret else loaded[name]
-                          for k in kernels for name in k.function_names}, cache_hit, error_check=check)
+    if interpret:
+        wrap = Quiet
+    elif fast_launch_supported() and os.environ.get("FCOMPILE_TRITON_LAUNCH", "binary") != "jit":
+        wrap = FastKernel  # later launches through the compiled binary: triton_launch.py says why
+    else:
+        def wrap(fn: Any) -> Any:
+            return fn
+    return LoadedKernels({name: wrap(loaded[name]) for k in kernels for name in k.function_names}, cache_hit,
+                         error_check=check)
 
 
 def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,

@@ -1,0 +1,132 @@
+"""The Triton fast launch (runtime/triton_launch.py) without a GPU: a stand-in JIT function and binary record
+which path each launch took and what the binary was given. On the GPU, tests/test_gpu.py runs the real one."""
+
+import pytest
+import torch
+
+from compiler_core.runtime import triton_launch
+from compiler_core.runtime.triton_launch import FastKernel, specialization_key
+
+
+class Binary:
+    def __init__(self, calls):
+        self.calls, self.function, self.packed_metadata = calls, "fn-handle", "meta-handle"
+
+    def run(self, *a):
+        self.calls.append(("binary", a))
+
+
+class Jit:
+    arg_names = ["x", "out", "n", "XBLOCK"]
+
+    def __init__(self):
+        self.calls = []
+        self.binaries = 0
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.calls.append(("jit", grid, args, meta))
+            self.binaries += 1
+            return Binary(self.calls)
+        return launch
+
+
+@pytest.fixture(autouse=True)
+def no_gpu(monkeypatch):
+    monkeypatch.setattr(triton_launch, "_stream", lambda: "stream")
+    monkeypatch.setattr(triton_launch, "_hooks_set", lambda: False)
+
+
+def kinds(jit):
+    return [c[0] for c in jit.calls]
+
+
+def test_later_launches_go_through_the_binary_with_every_parameter_in_order():
+    jit = Jit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(3):
+        k[(4,)](x, out, 64, XBLOCK=16, num_warps=4)
+    assert kinds(jit) == ["jit", "binary", "binary"]
+    _, args = jit.calls[1]
+    assert args[:4] == (4, 1, 1, "stream") and args[4:6] == ("fn-handle", "meta-handle")
+    assert args[6:9] == (None, None, None)  # launch metadata and hooks: none are set
+    assert args[9] is x and args[10] is out and args[11:] == (64, 16)  # constexprs too; num_warps is not one
+
+
+def test_a_misaligned_tensor_other_dtype_meta_or_int_goes_through_the_jit():
+    jit = Jit()
+    k = FastKernel(jit)
+    base, out = torch.randn(65), torch.empty(64)
+    k[(4,)](base[:64], out, 64, XBLOCK=16)
+    k[(4,)](base[1:], out, 64, XBLOCK=16)  # 4 bytes past a 16-byte boundary: another binary in Triton
+    k[(4,)](base[:64].double(), out, 64, XBLOCK=16)
+    k[(4,)](base[:64], out, 64, XBLOCK=32)
+    k[(4,)](base[:64], out, 16, XBLOCK=16)
+    assert kinds(jit) == ["jit"] * 5
+    k[(4,)](base[1:], out, 64, XBLOCK=16)
+    k[(4,)](base[:64], out, 64, XBLOCK=16)
+    assert kinds(jit)[5:] == ["binary", "binary"]
+    assert specialization_key((base[:64],), {}) != specialization_key((base[1:],), {})
+
+
+def test_each_grid_has_its_own_binary_launch():
+    jit = Jit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    k[(4,)](x, out, 64, XBLOCK=16)
+    k[(2, 3)](x, out, 64, XBLOCK=16)
+    k[(2, 3)](x, out, 64, XBLOCK=16)
+    assert kinds(jit) == ["jit", "jit", "binary"]
+    assert jit.calls[2][1][:3] == (2, 3, 1)
+
+
+def test_a_parameter_left_to_its_default_or_a_hook_keeps_the_jit_path(monkeypatch):
+    jit = Jit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(2):
+        k[(4,)](x, out, 64)  # XBLOCK not given: Triton would fill in its default
+    assert kinds(jit) == ["jit", "jit"]
+    k[(4,)](x, out, 64, XBLOCK=16)
+    monkeypatch.setattr(triton_launch, "_hooks_set", lambda: True)  # a profiler watches launches
+    k[(4,)](x, out, 64, XBLOCK=16)
+    assert kinds(jit)[2:] == ["jit", "jit"]
+
+
+@pytest.mark.parametrize("version,supported", [("3.2.0", False), ("3.3.1", True), ("3.6.0", True),
+                                               ("3.10.0+git1234", True), ("2.3.1", False)])
+def test_the_fast_launch_needs_triton_3_3(monkeypatch, version, supported):
+    import triton
+
+    monkeypatch.setattr(triton, "__version__", version)
+    assert triton_launch.fast_launch_supported() is supported
+
+
+def test_a_binary_that_refuses_its_arguments_is_dropped_for_the_jit():
+    class Refusing(Binary):
+        def run(self, *a):
+            raise TypeError("function takes exactly 12 arguments")
+
+    class RefusingJit(Jit):
+        def __getitem__(self, grid):
+            def launch(*args, **meta):
+                self.calls.append(("jit", grid, args, meta))
+                return Refusing(self.calls)
+            return launch
+
+    jit = RefusingJit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(3):
+        k[(4,)](x, out, 64, XBLOCK=16)
+    assert kinds(jit) == ["jit", "jit", "jit"]  # the second tried the binary, was refused, and ran through the JIT
+
+
+def test_an_empty_hook_chain_is_no_hook():
+    from triton.knobs import HookChain
+
+    chain = HookChain()
+    assert not triton_launch._is_hook(None) and not triton_launch._is_hook(chain)
+    chain.add(print)
+    assert triton_launch._is_hook(chain) and triton_launch._is_hook(print)
