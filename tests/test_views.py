@@ -525,3 +525,36 @@ def test_events_are_matched_to_groups_by_name():
               ("extern", "aten.mm.default", 5.0), ("kernel", "k_6", 6.0)]  # tensor_1 and the bmm launched nothing
     matched = _events_by_group(groups, events)
     assert [m and m[2] for m in matched] == [1.0, None, 2.0, 3.0, None, 5.0, 6.0]
+
+
+def test_a_twelve_layer_gpt2_renders_within_seconds():
+    """GPT-2's full depth: Graphviz's x-placement once took minutes on its kernels' drawing (long edges
+    from the inputs to every layer) and Pygments seconds on its code; both are bounded now."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=12, n_embd=64, n_head=4, vocab_size=97, n_positions=32)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    view = explore(lambda ids: model(ids).logits, torch.randint(0, 97, (1, 16)), repeats=0, kernels_for=())
+    start = time.perf_counter()
+    static = view.html()
+    seconds = time.perf_counter() - start
+    print(f"GPT-2 (12 layers) views rendered in {seconds:.2f} s")
+    assert seconds < 12, f"rendering took {seconds:.1f} s (target 5 s; measured 4.3 s on the idle 2-core CPU)"
+    assert "did not lay out" not in static and static.count('class="fxe-pic"') >= 4  # every drawing drawn
+    assert "transformer.h.11" in static
+
+
+def test_long_code_is_highlighted_quickly_and_says_the_same_text():
+    from explorer.render.code import QUICK_ABOVE_LINES, highlight_code
+
+    line = 'x_{i} = torch.ops.aten.add(y, 1.5e-3)  # "<b>" & a comment\n'
+    body = "".join(line.replace("{i}", str(i)) for i in range(QUICK_ABOVE_LINES))
+    source = "def f(y):\n" + body + "    return 'a<b'\n"
+    start = time.perf_counter()
+    out = highlight_code(source, "python")
+    assert time.perf_counter() - start < 0.5
+    assert html.unescape(re.sub(r"<[^>]+>", "", out)) == source  # every character, escaped, nothing lost
+    assert "<b>" not in out and "&lt;b&gt;" in out
+    assert '<span style="color:#3D7B7B;font-style:italic"># "&lt;b&gt;" &amp; a comment</span>' in out
+    assert '<span style="color:#008000;font-weight:bold">def</span>' in out
+    assert '<span style="color:#BA2121">\'a&lt;b\'</span>' in out

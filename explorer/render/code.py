@@ -1,10 +1,18 @@
-"""Source code -> highlighted HTML (pygments, inline styles so it needs no stylesheet).
+"""Source code -> highlighted HTML (inline styles, so it needs no stylesheet).
 
     html = highlight_code(kernel.source, "cpp")
+
+Pygments highlights what fits on a screen or two. A long text (a GPT-2's graph as code runs to
+thousands of lines, and a 12-layer one's views hold 25,000) goes through one regular expression of ours
+instead: comments, strings, numbers and keywords in Pygments' default colours, about 50 times faster
+(Pygments was 3 of a 7 s render).
 """
 
 from __future__ import annotations
 
+import html
+import keyword
+import re
 from functools import lru_cache
 from typing import Sequence
 
@@ -25,8 +33,41 @@ def highlight_code(source: str, language: str, marked_lines: Sequence[int] = ())
 # Stepper repeats the Graph's and the Kernels' artifacts) and again in the widget: highlight it once.
 @lru_cache(maxsize=512)
 def _highlighted(source: str, language: str, marked_lines: tuple[int, ...]) -> str:
+    language = language.lower()
+    if not marked_lines and language in _QUICK and source.count("\n") >= QUICK_ABOVE_LINES:
+        return _quick_highlighted(source, language)
     lexer = _LEXERS.get(language.lower(), TextLexer)()
     # noclasses: the colours travel with the markup, into widgets, notebooks and standalone pages alike.
     formatter = HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0",
                               hl_lines=list(marked_lines))
     return f'<div class="fxe-code">{highlight(source, lexer, formatter)}</div>'
+
+
+# ---- long texts: one regular expression ----------------------------------------------------------------
+QUICK_ABOVE_LINES = 400
+_CPP_KEYWORDS = ("auto bool break case char const constexpr continue double else float for if inline int "
+                 "int64_t long return signed static struct uint8_t unsigned void while").split()
+_STRING = r'"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\''
+_NUMBER = r"\b\d+(?:\.\d*)?(?:[eE][-+]?\d+)?[fFuUlL]*\b"
+_QUICK = {
+    "python": re.compile(rf"(?P<comment>#[^\n]*)|(?P<string>{_STRING})|(?P<number>{_NUMBER})"
+                         rf"|(?P<keyword>\b(?:{'|'.join(keyword.kwlist)})\b)"),
+    "cpp": re.compile(rf"(?P<comment>//[^\n]*|/\*.*?\*/)|(?P<preproc>^\s*#[^\n]*)|(?P<string>{_STRING})"
+                      rf"|(?P<number>{_NUMBER})|(?P<keyword>\b(?:{'|'.join(_CPP_KEYWORDS)})\b)", re.S | re.M),
+}
+_QUICK["triton"] = _QUICK["python"]
+_QUICK["c++"] = _QUICK["cpp"]
+_STYLES = {"comment": "color:#3D7B7B;font-style:italic", "preproc": "color:#9C6500", "string": "color:#BA2121",
+           "number": "color:#666666", "keyword": "color:#008000;font-weight:bold"}
+
+
+def _quick_highlighted(source: str, language: str) -> str:
+    pieces, at = [], 0
+    for match in _QUICK[language].finditer(source):
+        pieces.append(html.escape(source[at:match.start()], quote=False))
+        pieces.append(f'<span style="{_STYLES[match.lastgroup]}">{html.escape(match.group(), quote=False)}</span>')
+        at = match.end()
+    pieces.append(html.escape(source[at:], quote=False))
+    # The markup Pygments' HtmlFormatter gives (highlight_code's other path), so both look the same.
+    return ('<div class="fxe-code"><div class="highlight" style="background: #f8f8f8; padding:6px 8px;margin:0">'
+            f'<pre style="line-height: 125%;">{"".join(pieces)}</pre></div></div>')

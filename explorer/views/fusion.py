@@ -142,7 +142,22 @@ def kernel_outline_html(tree: ModuleGroup) -> str:
 
 def fx_names(loops) -> dict[str, str]:
     """Loop node (and its buffer) name -> the FX names the graph shows for it; a node that is one of
-    several computing the same FX node (var's mean and variance) gets its part number: `var (2/4)`."""
+    several computing the same FX node (var's mean and variance) gets its part number: `var (2/4)`.
+    Asked once per fusion decision (hundreds in a large graph): made once per loop graph."""
+    kept = _FX_NAMES.get(id(loops))
+    if kept is not None and kept[0] is loops:
+        return kept[1]
+    names = _fx_names_of(loops)
+    if len(_FX_NAMES) >= 32:
+        _FX_NAMES.clear()
+    _FX_NAMES[id(loops)] = (loops, names)
+    return names
+
+
+_FX_NAMES: dict[int, tuple] = {}  # id(loop graph) -> (the loop graph, its names): loop graphs are not hashable
+
+
+def _fx_names_of(loops) -> dict[str, str]:
     by_origin: dict[tuple, list[str]] = {}
     for node in loops.nodes:
         by_origin.setdefault(node.origins, []).append(node.name)
