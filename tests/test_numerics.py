@@ -57,6 +57,35 @@ def test_gamma_functions_are_our_kernels_and_match_eager(fn, backend):
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("n", [1, 2, 3, 4])
+def test_polygamma_is_ours_and_as_accurate_as_eager(n, backend):
+    """polygamma(n, x): trigamma's series for n = 1, Hurwitz zeta with the cot reflection (in float64)
+    for n = 2..4; at eager's special points (infinities of its sign at 0 and the negative integers, NaN
+    at +inf) and, elsewhere, within float32's rounding of the float64 value."""
+    fn = lambda x: torch.polygamma(n, x)  # noqa: E731
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(SPECIAL_POINTS), fn(SPECIAL_POINTS)
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1
+    exact = torch.polygamma(n, SPECIAL_POINTS.double())
+    finite = torch.isfinite(expected) & (expected.abs() < 1e30)
+    torch.testing.assert_close(got[~finite], expected[~finite], equal_nan=True)  # NaN and infinities, signed
+    measurable = finite & torch.isfinite(exact) & (exact != 0)
+    ours = ((got.double() - exact).abs() / exact.abs())[measurable]
+    eagers = ((expected.double() - exact).abs() / exact.abs())[measurable]
+    assert ours.max() <= max(2 * eagers.max().item(), 2e-7), (ours.max(), eagers.max())
+
+
+def test_polygamma_of_integers_and_high_orders():
+    ints = torch.arange(-3, 6)
+    compiled = cc.compile(lambda x: torch.polygamma(1, x) + torch.polygamma(3, x))
+    torch.testing.assert_close(compiled(ints), torch.polygamma(1, ints) + torch.polygamma(3, ints), equal_nan=True)
+    assert compiled.session.stats["fallback_ops"] == []
+    high = cc.compile(lambda x: torch.polygamma(5, x))  # n above 4: PyTorch's call
+    torch.testing.assert_close(high(SPECIAL_POINTS), torch.polygamma(5, SPECIAL_POINTS), equal_nan=True)
+    assert high.session.stats["fallback_ops"] == ["aten.polygamma.default"]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_angle_of_real_numbers(backend):
     x = torch.tensor([-2.0, -0.0, 0.0, 3.0, float("nan"), float("-inf")])
     for value in (x, torch.tensor([-3, 0, 4])):  # an integer input gives float angles

@@ -1,6 +1,6 @@
 """lgamma and digamma as pointwise expressions of our primitives (log, exp, sin, tan, divisions), so
 both backends compute them from one definition and they fuse with their neighbours; mvlgamma and
-polygamma(0, x) follow through torch's references.
+polygamma(0, x) follow through torch's references, polygamma(1, x) is trigamma below.
 
 - lgamma, for x >= 0.5: Lanczos' approximation (g = 7, 9 terms; relative error ~1e-15, so float32
   keeps all its digits but for the rounding of the sum); below, the reflection
@@ -9,6 +9,8 @@ polygamma(0, x) follow through torch's references.
 - digamma: psi(x) = psi(x + 6) - sum_{k<6} 1/(x + k), with psi(y) for y >= 6 from its asymptotic
   series (error below 1e-11); for x < 0 the reflection psi(x) = psi(1 - x) - pi / tan(pi x).
   Eager's values at the special points: -inf at +0, +inf at -0, NaN at the negative integers.
+- polygamma(1, x), trigamma: the same shift by 6 with trigamma's asymptotic series, and the
+  reflection psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x) below 0.5.
 Half-precision inputs are computed in float32 and rounded once, as eager's opmath does.
 angle of a real number (pi below zero, else 0, NaN kept) is here too.
 """
@@ -89,8 +91,84 @@ def digamma(x: torch.Tensor) -> torch.Tensor:
     return out.to(x.dtype)
 
 
+def trigamma(x: torch.Tensor) -> torch.Tensor:
+    """psi'(x) = sum_{k<6} 1/(x+k)^2 + its asymptotic series at y = x + 6; below 0.5 the reflection
+    psi'(x) = pi^2 / sin^2(pi x) - psi'(1 - x), with sin(pi x) of the unreduced product as eager takes
+    it, so its poles come out as eager's (+inf at 0, about 1e15 at the negative integers in float32)."""
+    v = _opmath(x)
+    left = v < 0.5
+    y = torch.where(left, 1 - v, v)
+    total = torch.zeros_like(y)
+    for k in range(6):
+        total = total + 1 / ((y + k) * (y + k))
+    z = y + 6
+    inverse_square = 1 / (z * z)
+    series = 1 / 6 - inverse_square * (1 / 30 - inverse_square * (1 / 42))
+    total = total + (1 + 1 / (2 * z) + inverse_square * series) / z
+    sin_pi = torch.sin(math.pi * v)
+    out = torch.where(left, math.pi ** 2 / (sin_pi * sin_pi) - total, total)
+    return out.to(x.dtype)
+
+
+# Bernoulli numbers B_2, B_4, ..., B_16: the Euler-Maclaurin tail of a Hurwitz zeta sum.
+_BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510)
+_ZETA_SHIFT = 9
+
+
+def _hurwitz_zeta_right(s: int, q: torch.Tensor) -> torch.Tensor:
+    """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 and q > 0: the first nine terms summed, the rest
+    by Euler-Maclaurin at a = q + 9 (the integral, half the first term, then B_2j terms falling like
+    (2 pi a)^-2j: below float64's rounding after B_16)."""
+    total = torch.zeros_like(q)
+    for k in range(_ZETA_SHIFT):
+        total = total + torch.pow(q + k, -s)
+    a = q + _ZETA_SHIFT
+    total = total + torch.pow(a, 1 - s) / (s - 1) + 0.5 * torch.pow(a, -s)
+    rising = float(s)  # s (s + 1) ... (s + 2j - 2)
+    for j, bernoulli in enumerate(_BERNOULLI, 1):
+        total = total + (bernoulli / math.factorial(2 * j) * rising) * torch.pow(a, -s - 2 * j + 1)
+        rising *= (s + 2 * j - 1) * (s + 2 * j)
+    return total
+
+
+def _cot_pi_derivative(n: int, x: torch.Tensor) -> torch.Tensor:
+    """d^n/dx^n cot(pi x) for n = 1..4, as polynomials in c = cot(pi x) (c' = -pi (1 + c^2)); cot taken
+    of x - round(x), which is exact."""
+    reduced = x - torch.round(x)
+    c = 1 / torch.tan(math.pi * reduced)
+    u = 1 + c * c
+    pi = math.pi
+    return (-pi * u, 2 * pi ** 2 * c * u, -2 * pi ** 3 * u * (1 + 3 * c * c),
+            8 * pi ** 4 * c * u * (2 + 3 * c * c))[n - 1]
+
+
+def _polygamma_high(n: int, x: torch.Tensor) -> torch.Tensor:
+    """psi^(n)(x) = (-1)^(n+1) n! zeta(n + 1, x) for x > 0; below 0 the reflection
+    psi^(n)(x) = (-1)^n psi^(n)(1 - x) - pi d^n/dx^n cot(pi x). At 0 and the negative integers eager's
+    zeta is +inf, so the result is an infinity of psi^(n)'s sign there; at +inf it is NaN, as eager's.
+    Computed in float64: cot(pi x) near its zeros is off by float32's rounding of pi/2, and
+    d^4/dx^4 cot multiplies that by 8 pi^4 (an error of 3e-3 relative at x = -2.5 in float32)."""
+    v = x.to(torch.float64)
+    negative = v < 0
+    y = torch.where(negative, 1 - v, v)
+    sign = -1.0 if n % 2 == 0 else 1.0  # (-1)^(n+1)
+    right = (sign * math.factorial(n)) * _hurwitz_zeta_right(n + 1, y)
+    left = (-sign) * right - math.pi * _cot_pi_derivative(n, v)
+    out = torch.where(negative, left, right)
+    pole = (v <= 0) & (v == torch.round(v))
+    out = torch.where(pole, sign * float("inf"), out)
+    out = torch.where(v == float("inf"), float("nan"), out)
+    return out.to(x.dtype)
+
+
 def polygamma(n: int, x: torch.Tensor) -> torch.Tensor:
-    return digamma(x) if n == 0 else NotImplemented
+    if not x.is_floating_point():
+        x = x.to(torch.get_default_dtype())  # integers and bools: eager computes in the default dtype
+    if n == 0:
+        return digamma(x)
+    if n == 1:
+        return trigamma(x)
+    return _polygamma_high(n, x) if n <= 4 else NotImplemented
 
 
 def angle(x: torch.Tensor) -> torch.Tensor:
