@@ -459,7 +459,7 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
     dims = sorted(range(len(layout.size)), key=lambda d: -layout.stride[d])
     for rank, d in enumerate(dims):
         size, stride = layout.size[d], layout.stride[d]
-        if size == 1:
+        if size <= 1:  # one position; or none, and then no element is ever read (nothing to divide by)
             mapping[f"x{d}"] = Index.of(0)
             continue
         q = floordiv(offset - layout.offset, stride, ranges)
