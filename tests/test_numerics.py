@@ -105,3 +105,20 @@ def test_addbmm_is_one_matmul_call_and_pointwise():
     torch.testing.assert_close(compiled(c, b1, b2), fn(c, b1, b2))
     stats = compiled.session.stats
     assert stats["fallback_ops"] == [] and stats["extern_calls"] == 1, stats
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_frexp_is_exact(backend):
+    """Mantissa and exponent bit for bit: powers of two, subnormals, the largest float, signed zeros,
+    infinities, NaN, and a thousand numbers spread over float32's exponents."""
+    g = torch.Generator().manual_seed(0)
+    special = torch.tensor([0.0, -0.0, 1.0, 0.5, 0.75, -3.0, 8.0, 1e-45, 1.17e-38, 3.4e38, 2.0 ** -126, 2.0 ** 127,
+                            -(2.0 ** -149), 0.9999999, float("inf"), float("-inf"), float("nan")])
+    spread = torch.randn(1000, generator=g) * torch.exp2(torch.randint(-130, 128, (1000,), generator=g).float())
+    x = torch.cat([special, spread])
+    compiled = cc.compile(torch.frexp, backend=backend)
+    (mantissa, exponent), (expected_m, expected_e) = compiled(x), torch.frexp(x)
+    assert exponent.dtype == torch.int32 and torch.equal(exponent, expected_e)
+    torch.testing.assert_close(mantissa, expected_m, rtol=0, atol=0, equal_nan=True)
+    assert torch.equal(torch.signbit(mantissa), torch.signbit(expected_m))
+    assert compiled.session.stats["fallback_ops"] == []

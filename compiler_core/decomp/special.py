@@ -178,6 +178,26 @@ def angle(x: torch.Tensor) -> torch.Tensor:
     return torch.where(torch.isnan(v), v, torch.where(v < 0, math.pi, 0.0)).to(v.dtype)
 
 
-SPECIAL = {aten.angle.default: angle, aten.lgamma.default: lgamma, aten.digamma.default: digamma,
+def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """x = mantissa * 2^exponent with |mantissa| in [0.5, 1): the exponent from log2, corrected once either
+    way where log2 rounded across a power of two; in float64, where dividing by 2^e is exact for every
+    float32 (subnormals included). Zeros, infinities and NaN: mantissa x, exponent 0, as eager's."""
+    if x.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        return NotImplemented  # float64's own range would overflow 2^e at the top
+    v = x.to(torch.float64)
+    a = v.abs()
+    regular = (a > 0) & (a < float("inf"))
+    e = torch.floor(torch.log2(torch.where(regular, a, 1.0))) + 1
+    m = v / torch.exp2(e)
+    high = m.abs() >= 1
+    e, m = torch.where(high, e + 1, e), torch.where(high, m / 2, m)
+    low = m.abs() < 0.5
+    e, m = torch.where(low, e - 1, e), torch.where(low, m * 2, m)
+    mantissa = torch.where(regular, m, v).to(x.dtype)
+    return mantissa, torch.where(regular, e, 0.0).to(torch.int32)
+
+
+SPECIAL = {aten.angle.default: angle, aten.frexp.Tensor: frexp, aten.lgamma.default: lgamma,
+           aten.digamma.default: digamma,
            aten.polygamma.default: polygamma, aten.special_polygamma.default: polygamma,
            aten.mvlgamma.default: lambda x, p: refs_special.multigammaln(x, p)}
