@@ -122,3 +122,21 @@ def test_frexp_is_exact(backend):
     torch.testing.assert_close(mantissa, expected_m, rtol=0, atol=0, equal_nan=True)
     assert torch.equal(torch.signbit(mantissa), torch.signbit(expected_m))
     assert compiled.session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_spherical_bessel_j0_is_as_accurate_as_eager(backend):
+    g = torch.Generator().manual_seed(0)
+    special = torch.tensor([0.0, -0.0, 1e-3, 0.4999999, 0.5, 3.0, -7.0, 1e30, float("inf"), float("-inf"),
+                            float("nan")])
+    x = torch.cat([special, torch.randn(500, generator=g) * 20, torch.rand(500, generator=g) - 0.5])
+    fn = torch.special.spherical_bessel_j0
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x), fn(x)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    exact = fn(x.double())
+    measurable = torch.isfinite(exact) & (exact != 0)
+    ours = ((got.double() - exact).abs() / exact.abs())[measurable].max()
+    eagers = ((expected.double() - exact).abs() / exact.abs())[measurable].max()
+    assert ours <= max(2 * eagers, 2e-7), (ours, eagers)
+    assert compiled.session.stats["fallback_ops"] == []

@@ -197,7 +197,21 @@ def frexp(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mantissa, torch.where(regular, e, 0.0).to(torch.int32)
 
 
+def spherical_bessel_j0(x: torch.Tensor) -> torch.Tensor:
+    """sin(x) / x; below |x| = 0.5 its Taylor series (to x^12, as eager sums it), 0 at the infinities."""
+    v = x if x.is_floating_point() else x.to(torch.get_default_dtype())
+    w = _opmath(v)
+    square = w * w
+    series = torch.zeros_like(w)
+    for k in (6, 5, 4, 3, 2, 1):  # 1 - x^2/3! + x^4/5! - ...: coefficient (-1)^k / (2k+1)!
+        series = (series + (-1) ** k / math.factorial(2 * k + 1)) * square
+    out = torch.where(w.abs() < 0.5, 1 + series, torch.sin(w) / w)
+    out = torch.where(w.abs() == float("inf"), 0.0, out)
+    return out.to(v.dtype)
+
+
 SPECIAL = {aten.angle.default: angle, aten.frexp.Tensor: frexp, aten.lgamma.default: lgamma,
            aten.digamma.default: digamma,
            aten.polygamma.default: polygamma, aten.special_polygamma.default: polygamma,
-           aten.mvlgamma.default: lambda x, p: refs_special.multigammaln(x, p)}
+           aten.mvlgamma.default: lambda x, p: refs_special.multigammaln(x, p),
+           aten.special_spherical_bessel_j0.default: spherical_bessel_j0}
