@@ -18,6 +18,7 @@ from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.losses import LOSSES
+from compiler_core.decomp.pairwise import PAIRWISE
 from compiler_core.decomp.pooling import POOLING
 from compiler_core.decomp.scans import SCANS
 from compiler_core.decomp.scatter_family import SCATTER_FAMILY
@@ -85,7 +86,7 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING}
+             **SORTING, **PAIRWISE}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference

@@ -1,0 +1,74 @@
+"""bilinear (_trilinear), cdist and pdist as broadcast arithmetic and reductions of ours
+(compiler_core/decomp/pairwise.py): eager's values on both backends, a zero distance included, and
+cdist's matmul route taken where ATen takes it."""
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import compiler_core as cc
+from compiler_core.decomp.pairwise import MM_ABOVE_ROWS, PDIST_MAX_ROWS, pair_rows
+
+g = torch.Generator().manual_seed(0)
+X1, X2 = torch.randn(2, MM_ABOVE_ROWS + 5, 5, generator=g), torch.randn(2, 7, 5, generator=g)
+X2[0, 0] = X1[0, 3]  # a zero distance
+ROWS = torch.randn(9, 4, generator=g)
+ROWS[5] = ROWS[3]
+P_VALUES = [0.0, 1.0, 2.0, 3.0, 0.5, float("inf")]
+
+def _cdist_at(p):
+    return lambda a, b: torch.cdist(a, b, p=p)
+
+
+def _pdist_at(p):
+    return lambda x: F.pdist(x, p)
+
+
+PROGRAMS = {
+    "bilinear": (lambda a, b, w, bias: F.bilinear(a, b, w, bias),
+                 (torch.randn(4, 3, generator=g), torch.randn(4, 5, generator=g), torch.randn(6, 3, 5, generator=g),
+                  torch.randn(6, generator=g))),
+    "cdist p=2, matmul route": (lambda a, b: torch.cdist(a, b), (X1, X2)),
+    "cdist p=2, direct": (lambda a, b: torch.cdist(a[:, :9], b, compute_mode="donot_use_mm_for_euclid_dist"),
+                          (X1, X2)),
+    **{f"cdist p={p}": (_cdist_at(p), (X1, X2)) for p in P_VALUES if p != 2},
+    **{f"pdist p={p}": (_pdist_at(p), (ROWS,)) for p in P_VALUES},
+}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_pairwise_products_and_distances_match_eager(name, backend):
+    fn, args = PROGRAMS[name]
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(*args), fn(*args), rtol=1e-5, atol=1e-5)
+    stats = compiled.session.stats
+    assert stats["fallback_ops"] == [] and stats["fallback_graphs"] == 0, stats
+    if "matmul route" in name:
+        assert stats["extern_calls"] >= 1  # the one matmul, as ATen's route takes it
+
+
+def test_pdist_pairs_come_in_atens_order():
+    """Pair k's rows, from a square root in float64, are triu_indices' for every size up to 400, and
+    stay integers in range at PDIST_MAX_ROWS."""
+    for rows in range(2, 400):
+        i, j = pair_rows(rows)
+        expected_i, expected_j = torch.triu_indices(rows, rows, 1)
+        assert torch.equal(i, expected_i) and torch.equal(j, expected_j), rows
+    i, j = pair_rows(PDIST_MAX_ROWS)
+    assert bool(((i < j) & (j < PDIST_MAX_ROWS)).all()) and int(i[-1]) == PDIST_MAX_ROWS - 2
+    assert torch.equal(torch.bincount(i), torch.arange(PDIST_MAX_ROWS - 1, 0, -1))  # n-1-i pairs start at i
+
+
+def test_cdist_trains_with_atens_backward():
+    """Autograd differentiates cdist before our decomposition: the backward is ATen's _cdist_backward
+    (an extern call, counted as a fallback op), the gradients eager's, zero distance included."""
+    a, b = X1.clone().requires_grad_(), X2.clone().requires_grad_()
+    a0, b0 = X1.clone().requires_grad_(), X2.clone().requires_grad_()
+    fn = lambda a, b: torch.cdist(a, b, p=3.0).sum()  # noqa: E731
+    compiled = cc.compile(fn)
+    compiled(a, b).backward()
+    fn(a0, b0).backward()
+    torch.testing.assert_close(a.grad, a0.grad)
+    torch.testing.assert_close(b.grad, b0.grad)
+    assert set(compiled.session.stats["fallback_ops"]) == {"aten._cdist_backward.default"}
