@@ -33,6 +33,7 @@ PROGRAMS = {
                           (X1, X2)),
     **{f"cdist p={p}": (_cdist_at(p), (X1, X2)) for p in P_VALUES if p != 2},
     **{f"pdist p={p}": (_pdist_at(p), (ROWS,)) for p in P_VALUES},
+    "pdist of one row": (lambda x: F.pdist(x[:1]) + 1, (ROWS,)),  # no pairs: an empty result
 }
 
 

@@ -92,7 +92,7 @@ def pdist_forward(x: torch.Tensor, p: float = 2.0):
     if not x.is_floating_point() or x.dim() != 2 or p < 0 or math.isnan(p):
         return NotImplemented
     rows, width = x.shape
-    if not isinstance(rows, int) or rows < 2 or rows > PDIST_MAX_ROWS or (math.isinf(p) and width == 0):
+    if not isinstance(rows, int) or rows > PDIST_MAX_ROWS or (math.isinf(p) and width == 0):
         return NotImplemented
     i, j = pair_rows(rows, x.device)
     return _distance(x.index_select(0, i) - x.index_select(0, j), p)
