@@ -5,6 +5,7 @@ import pytest
 import torch
 
 import compiler_core as cc
+from compiler_core.decomp.sorting import SHORT_SORT
 
 
 def _run(fn, *args, backend="cpp"):
@@ -113,9 +114,10 @@ def test_erf_is_accurate_over_its_whole_range(backend):
 
 
 def test_extern_op_with_several_outputs():
-    # aten.sort returns (values, indices): one extern call, two buffers, and fused neighbours. (max.dim
-    # was the example until it became two of our reductions: decomp/arg_reductions.py.)
-    s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.sort(x.sin(), dim=1)), torch.randn(5, 7))
+    # aten.sort of rows longer than SHORT_SORT returns (values, indices): one extern call, two buffers, and
+    # fused neighbours. (max.dim, then short sorts, were the example until they became our reductions.)
+    rows = torch.randn(2, SHORT_SORT + 7)
+    s = _run(lambda x: (lambda v_i: (v_i[0] * 2, v_i[1] + 1))(torch.sort(x * 3, dim=1)), rows)
     assert s.stats["fallback_graphs"] == 0 and s.stats["extern_calls"] == 1
 
 

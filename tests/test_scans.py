@@ -71,4 +71,6 @@ def test_log_and_extreme_scans_are_our_kernel_with_eagers_values_and_indices(bac
     for a, b in zip(as_tuple(got), as_tuple(expected), strict=True):
         assert a.dtype == b.dtype
         torch.testing.assert_close(a, b, equal_nan=True)
-    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1
+    # one kernel; cummax/cummin on the CPU read a stored copy of their input first (decomp/consistent.py)
+    copies = 1 if name.startswith("cum") else 0
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] == 1 + copies

@@ -18,6 +18,8 @@ from typing import Optional
 
 import torch
 
+from compiler_core.decomp.consistent import compared
+
 aten = torch.ops.aten
 
 
@@ -26,6 +28,7 @@ def _first_extreme(x: torch.Tensor, dim: int, keepdim: bool, largest: bool) -> t
     dim = dim % max(x.dim(), 1)
     if x.dim() == 0:  # a 0-d tensor: itself, at position 0
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    x = compared(x)  # the extreme and the comparison with it read the same bits (decomp/consistent.py)
     extreme = torch.amax(x, dim, keepdim=True) if largest else torch.amin(x, dim, keepdim=True)
     n = x.shape[dim]
     shape = [1] * x.dim()

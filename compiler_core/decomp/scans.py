@@ -15,6 +15,8 @@ from __future__ import annotations
 import torch
 import torch._refs as refs
 
+from compiler_core.decomp.consistent import compared
+
 aten = torch.ops.aten
 SHORT_SCAN = 1024  # 1024^2 multiply-adds per output row at most
 
@@ -72,6 +74,7 @@ def _cum_extreme(kind: str):
         if x.dim() == 0 or x.dtype == torch.bool or x.is_complex() or _length(x, dim) is None:
             return NotImplemented
         dim = dim % x.dim()
+        x = compared(x)  # the running extreme and the comparison with it read the same bits
         rows, mask = _prefix_rows(x, dim, extreme_identity(x.dtype, kind))
         values = rows.amax(dim) if kind == "max" else rows.amin(dim)
         here, extreme = x.unsqueeze(dim + 1), values.unsqueeze(dim)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import torch
 
+from compiler_core.decomp.consistent import compared
 from compiler_core.decomp.scans import extreme_identity
 
 aten = torch.ops.aten
@@ -80,7 +81,7 @@ def sort(x: torch.Tensor, dim: int = -1, descending: bool = False):
     if not _sortable(x, dim):
         return NotImplemented
     dim = dim % x.dim()
-    rows = x.movedim(dim, -1)
+    rows = compared(x.movedim(dim, -1))
     rank, positions = _ranks(rows, descending)
     values, indices = _take(rows, rank, positions, positions)
     return values.movedim(-1, dim), indices.movedim(-1, dim)
@@ -97,7 +98,7 @@ def topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: b
     if not sorted or not _sortable(x, dim) or not isinstance(k, int) or not 0 <= k <= x.shape[dim]:
         return NotImplemented
     dim = dim % x.dim()
-    rows = x.movedim(dim, -1)
+    rows = compared(x.movedim(dim, -1))
     rank, positions = _ranks(rows, descending=largest)
     values, indices = _take(rows, rank, positions, positions[:k])
     return values.movedim(-1, dim), indices.movedim(-1, dim)
@@ -109,7 +110,7 @@ def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False):
     if not _sortable(x, dim) or not isinstance(k, int) or not 1 <= k <= x.shape[dim]:
         return NotImplemented
     dim = dim % x.dim()
-    rows = x.movedim(dim, -1)
+    rows = compared(x.movedim(dim, -1))
     rank, positions = _ranks(rows, descending=False)
     values, indices = _take(rows, rank, positions, positions[k - 1:k])
     values, indices = values.squeeze(-1), indices.squeeze(-1)
@@ -127,7 +128,7 @@ def _median(x: torch.Tensor, dim: int, keepdim: bool, skip_nan: bool):
     if not _sortable(x, dim):
         return NotImplemented
     dim = dim % x.dim()
-    rows = x.movedim(dim, -1)
+    rows = compared(x.movedim(dim, -1))
     length = rows.shape[-1]
     rank, positions = _ranks(rows, descending=False)
     middle = (length - 1) // 2
