@@ -19,6 +19,7 @@ from typing import Optional
 import torch
 
 from compiler_core.decomp.consistent import compared
+from compiler_core.decomp.scans import itself_at_zero
 
 aten = torch.ops.aten
 
@@ -26,8 +27,8 @@ aten = torch.ops.aten
 def _first_extreme(x: torch.Tensor, dim: int, keepdim: bool, largest: bool) -> tuple[torch.Tensor, torch.Tensor]:
     """(the extreme along dim, the first position holding it), as eager's max.dim / min.dim return."""
     dim = dim % max(x.dim(), 1)
-    if x.dim() == 0:  # a 0-d tensor: itself, at position 0
-        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    if x.dim() == 0:
+        return itself_at_zero(x)
     x = compared(x)  # the extreme and the comparison with it read the same bits (decomp/consistent.py)
     extreme = torch.amax(x, dim, keepdim=True) if largest else torch.amin(x, dim, keepdim=True)
     n = x.shape[dim]

@@ -36,6 +36,11 @@ def _length(x: torch.Tensor, dim: int) -> int | None:
     return length if isinstance(length, int) and length <= SHORT_SCAN else None
 
 
+def itself_at_zero(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """What a 0-d tensor's sort, extreme or median is: itself, at index 0."""
+    return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+
+
 def extreme_identity(dtype: torch.dtype, kind: str) -> float | int:
     """What a running max ("max") or min ("min") starts from: the dtype's lowest or highest value."""
     if dtype.is_floating_point:

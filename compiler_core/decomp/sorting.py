@@ -21,7 +21,7 @@ from __future__ import annotations
 import torch
 
 from compiler_core.decomp.consistent import compared
-from compiler_core.decomp.scans import extreme_identity
+from compiler_core.decomp.scans import extreme_identity, itself_at_zero
 
 aten = torch.ops.aten
 SHORT_SORT = 4096  # elements along the sorted dim, at most
@@ -66,18 +66,13 @@ def _take(x: torch.Tensor, rank: torch.Tensor, positions: torch.Tensor, wanted: 
     return values, indices
 
 
-def _scalar(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """A 0-d tensor sorts to itself at index 0."""
-    return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
-
-
 def _zero_dim(x: torch.Tensor, dim: int) -> bool:
     return x.dim() == 0 and dim in (0, -1) and x.dtype != torch.bool and not x.is_complex()
 
 
 def sort(x: torch.Tensor, dim: int = -1, descending: bool = False):
     if _zero_dim(x, dim):
-        return _scalar(x)
+        return itself_at_zero(x)
     if not _sortable(x, dim):
         return NotImplemented
     dim = dim % x.dim()
@@ -93,7 +88,7 @@ def sort_stable(x: torch.Tensor, *, stable: bool | None = None, dim: int = -1, d
 
 def topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):
     if _zero_dim(x, dim) and k == 1:
-        return _scalar(x)
+        return itself_at_zero(x)
     # Unsorted, ATen returns the k in an order of its algorithm's making: keep its call.
     if not sorted or not _sortable(x, dim) or not isinstance(k, int) or not 0 <= k <= x.shape[dim]:
         return NotImplemented
@@ -106,7 +101,7 @@ def topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: b
 
 def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False):
     if _zero_dim(x, dim) and k == 1:
-        return _scalar(x)
+        return itself_at_zero(x)
     if not _sortable(x, dim) or not isinstance(k, int) or not 1 <= k <= x.shape[dim]:
         return NotImplemented
     dim = dim % x.dim()
@@ -123,8 +118,7 @@ def _median(x: torch.Tensor, dim: int, keepdim: bool, skip_nan: bool):
     """The lower median of each row. median: a row holding NaN gives its first NaN. nanmedian: the
     lower median of the row's numbers; a row of NaN only gives the element at position (n-1)//2."""
     if _zero_dim(x, dim):
-        values, indices = _scalar(x)
-        return values, indices
+        return itself_at_zero(x)
     if not _sortable(x, dim):
         return NotImplemented
     dim = dim % x.dim()
