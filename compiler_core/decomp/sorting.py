@@ -57,6 +57,21 @@ def _ranks(x: torch.Tensor, descending: bool) -> tuple[torch.Tensor, torch.Tenso
     return rank, positions
 
 
+def _ranked(x: torch.Tensor, dim: int, descending: bool):
+    """(dim made positive, the rows along it moved last and stored once, their ranks, their positions)."""
+    dim = dim % x.dim()
+    rows = compared(x.movedim(dim, -1))
+    return (dim, rows, *_ranks(rows, descending))
+
+
+def _one_per_row(values: torch.Tensor, indices: torch.Tensor, dim: int, keepdim: bool):
+    """A one-position take as reduced rows: dim dropped, or kept as size 1."""
+    values, indices = values.squeeze(-1), indices.squeeze(-1)
+    if keepdim:
+        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
+    return values, indices
+
+
 def _take(x: torch.Tensor, rank: torch.Tensor, positions: torch.Tensor, wanted: torch.Tensor):
     """values and indices of the elements whose rank is `wanted` (a tensor of positions, broadcast over
     the rows, one per output element)."""
@@ -75,9 +90,7 @@ def sort(x: torch.Tensor, dim: int = -1, descending: bool = False):
         return itself_at_zero(x)
     if not _sortable(x, dim):
         return NotImplemented
-    dim = dim % x.dim()
-    rows = compared(x.movedim(dim, -1))
-    rank, positions = _ranks(rows, descending)
+    dim, rows, rank, positions = _ranked(x, dim, descending)
     values, indices = _take(rows, rank, positions, positions)
     return values.movedim(-1, dim), indices.movedim(-1, dim)
 
@@ -92,9 +105,7 @@ def topk(x: torch.Tensor, k: int, dim: int = -1, largest: bool = True, sorted: b
     # Unsorted, ATen returns the k in an order of its algorithm's making: keep its call.
     if not sorted or not _sortable(x, dim) or not isinstance(k, int) or not 0 <= k <= x.shape[dim]:
         return NotImplemented
-    dim = dim % x.dim()
-    rows = compared(x.movedim(dim, -1))
-    rank, positions = _ranks(rows, descending=largest)
+    dim, rows, rank, positions = _ranked(x, dim, descending=largest)
     values, indices = _take(rows, rank, positions, positions[:k])
     return values.movedim(-1, dim), indices.movedim(-1, dim)
 
@@ -104,14 +115,8 @@ def kthvalue(x: torch.Tensor, k: int, dim: int = -1, keepdim: bool = False):
         return itself_at_zero(x)
     if not _sortable(x, dim) or not isinstance(k, int) or not 1 <= k <= x.shape[dim]:
         return NotImplemented
-    dim = dim % x.dim()
-    rows = compared(x.movedim(dim, -1))
-    rank, positions = _ranks(rows, descending=False)
-    values, indices = _take(rows, rank, positions, positions[k - 1:k])
-    values, indices = values.squeeze(-1), indices.squeeze(-1)
-    if keepdim:
-        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
-    return values, indices
+    dim, rows, rank, positions = _ranked(x, dim, descending=False)
+    return _one_per_row(*_take(rows, rank, positions, positions[k - 1:k]), dim, keepdim)
 
 
 def _median(x: torch.Tensor, dim: int, keepdim: bool, skip_nan: bool):
@@ -121,10 +126,8 @@ def _median(x: torch.Tensor, dim: int, keepdim: bool, skip_nan: bool):
         return itself_at_zero(x)
     if not _sortable(x, dim):
         return NotImplemented
-    dim = dim % x.dim()
-    rows = compared(x.movedim(dim, -1))
+    dim, rows, rank, positions = _ranked(x, dim, descending=False)
     length = rows.shape[-1]
-    rank, positions = _ranks(rows, descending=False)
     middle = (length - 1) // 2
     if x.dtype.is_floating_point:
         numbers = (~torch.isnan(rows)).sum(-1, keepdim=True)  # NaN ranks after every number
@@ -134,11 +137,7 @@ def _median(x: torch.Tensor, dim: int, keepdim: bool, skip_nan: bool):
             wanted = torch.where(numbers < length, numbers, middle)  # the first NaN, or the middle
     else:
         wanted = torch.full(rows.shape[:-1] + (1,), middle, dtype=torch.int64, device=x.device)
-    values, indices = _take(rows, rank, positions, wanted)
-    values, indices = values.squeeze(-1), indices.squeeze(-1)
-    if keepdim:
-        values, indices = values.unsqueeze(dim), indices.unsqueeze(dim)
-    return values, indices
+    return _one_per_row(*_take(rows, rank, positions, wanted), dim, keepdim)
 
 
 def median_dim(x: torch.Tensor, dim: int, keepdim: bool = False):
