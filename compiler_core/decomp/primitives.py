@@ -76,6 +76,10 @@ POINTWISE: dict[str, tuple[int, str]] = {
     "logical_or": (2, "a or b"),
     "logical_xor": (2, "a != b on bools"),
     "where": (3, "b if a else c"),
+    # a loop per element
+    "recurrence": (12, "recurrence(x, n, p, q, a1, a0, b1, b0, c1, c0, d1, d0): P_n of P_0 = p, P_1 = q, "
+                       "P_{k+1} = ((a1 k + a0) x + (b1 k + b0)) P_k - (c1 k + c0) P_{k-1}) / (d1 k + d0), "
+                       "P_0 where n < 1 (n an int64, the coefficients constants); stops early once P_k is NaN"),
 }
 
 REDUCTIONS: dict[str, str] = {

@@ -357,6 +357,15 @@ def masked_scatter(self: torch.Tensor, mask: torch.Tensor, source: torch.Tensor)
     return torch.where(selected, placed, self.reshape(-1)).reshape(shape)
 
 
+def index_select_of_a_scalar(self: torch.Tensor, dim: int, index: torch.Tensor) -> Any:
+    """index_select of a 0-d tensor reads it as one element (its index must hold one position, 0 or -1
+    refused as ATen refuses them): the same op on a 1-element view, so the bounds check stays the
+    lowering's and the result takes the 0-d shape."""
+    if self.dim() != 0 or index.numel() != 1:
+        return NotImplemented
+    return aten.index_select(self.reshape(1), 0, index.reshape(1)).reshape(())
+
+
 SCATTER_FAMILY = {
     aten.scatter.src: scatter_src, aten.scatter.value: scatter_value, aten.scatter_add.default: scatter_add,
     aten.scatter_reduce.two: scatter_reduce, aten.index_add.default: index_add,
@@ -366,5 +375,5 @@ SCATTER_FAMILY = {
     aten.embedding_dense_backward.default: embedding_dense_backward,
     aten.as_strided_scatter.default: as_strided_scatter, aten._unsafe_index_put.default: _unsafe_index_put,
     aten.diagonal_scatter.default: diagonal_scatter, aten.bucketize.Tensor: bucketize,
-    aten.searchsorted.Tensor: searchsorted,
+    aten.searchsorted.Tensor: searchsorted, aten.index_select.default: index_select_of_a_scalar,
 }

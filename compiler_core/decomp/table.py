@@ -18,6 +18,7 @@ from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.losses import LOSSES
+from compiler_core.decomp.orthogonal import ORTHOGONAL
 from compiler_core.decomp.pairwise import PAIRWISE
 from compiler_core.decomp.pooling import POOLING
 from compiler_core.decomp.scans import SCANS
@@ -86,7 +87,7 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING, **PAIRWISE}
+             **SORTING, **PAIRWISE, **ORTHOGONAL}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
@@ -168,6 +169,8 @@ POINTWISE_OPS = {
     # indirect loads: each output element reads one input element at a position read from an index tensor
     aten.gather: "gather", aten.index: "index_tensor", aten._unsafe_index: "index_tensor",
     aten.index_select: "index_select", aten.embedding: "embedding", aten.take: "take",
+    # a loop per element (decomp/orthogonal.py: the orthogonal polynomials' recurrences)
+    torch.ops.fcompile.three_term_recurrence: "recurrence",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}

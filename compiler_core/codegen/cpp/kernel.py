@@ -111,6 +111,10 @@ class CppPrinter(CSEPrinter):
             return f"static_cast<{register_type(v.dtype)}>(~{args[0]})"
         if name == "where":
             return f"({args[0]} ? {args[1]} : {args[2]})"
+        if name == "recurrence":
+            t = register_type(v.dtype)  # every operand but the degree in one type, for the template
+            operands = [a if i == 1 else f"static_cast<{t}>({a})" for i, a in enumerate(args)]
+            return f"fc::recurrence<{t}>({', '.join(operands)})"
         raise NotImplementedError(f"C++ codegen has no primitive {name!r}")
 
 

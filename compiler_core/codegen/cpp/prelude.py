@@ -110,6 +110,21 @@ static inline float erf_f32(float x) {
   const float result = ax <= 1.0f ? small : large;
   return x != x ? x : result;
 }
+// The `recurrence` primitive: P_n of P_0 = p, P_1 = q and P_{k+1} = (t_k P_k - c_k P_{k-1}) / d_k, with
+// t_k = (a1 k + a0) x + (b1 k + b0), c_k = c1 k + c0, d_k = d1 k + d0 (the orthogonal polynomials). A loop
+// per element, as eager's: its length is the element's own n. A NaN stays NaN, so it stops there.
+template <typename T> static inline T recurrence(T x, int64_t n, T p, T q, T a1, T a0, T b1, T b0, T c1, T c0,
+                                                 T d1, T d0) {
+  if (n < 1) return p;
+  for (int64_t k = 1; k < n && q == q; ++k) {
+    const T kk = static_cast<T>(k);
+    T r = ((a1 * kk + a0) * x + (b1 * kk + b0)) * q - (c1 * kk + c0) * p;
+    r = r / (d1 * kk + d0);
+    p = q;
+    q = r;
+  }
+  return q;
+}
 template <typename T> static inline T sigmoid(T a) { return T(1) / (T(1) + std::exp(-a)); }
 template <typename T> static inline T rsqrt(T a) { return T(1) / std::sqrt(a); }
 

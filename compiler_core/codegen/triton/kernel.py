@@ -205,6 +205,11 @@ class TritonPrinter(CSEPrinter):
             return f"({a[0]} == 0)"
         if name == "where":
             return f"tl.where({a[0]}, {a[1]}, {a[2]})"
+        if name == "recurrence":
+            # Operands as blocks (a literal has none), the coefficients as plain numbers.
+            blocks = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+                      for t, x in zip(a[:4], v.args[:4])]
+            return f"_recurrence({', '.join(blocks + a[4:])})"
         if name == "sign":
             s = f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
             return f"tl.where({a[0]} != {a[0]}, {a[0]}, {s})" if floating else s
@@ -360,6 +365,23 @@ def _erf_f32(x):
     mid = tl.where(ax < 4.0, tl.minimum(mid, 1.0), 1.0)  # past 4, erf is exactly +-1 in float
     large = tl.where(x < 0, -mid, mid)
     return tl.where(x != x, x, tl.where(ax <= 1.0, small, large))
+
+
+@triton.jit
+def _recurrence(x, n, p, q, a1, a0, b1, b0, c1, c0, d1, d0):
+    # The `recurrence` primitive (C++: fc::recurrence): every lane steps to the block's largest n, a lane
+    # past its own n keeps its value.
+    zero = tl.zeros_like(x) + tl.zeros_like(p) + tl.zeros_like(q) + tl.zeros_like(n).to(x.dtype)
+    degree = tl.zeros_like(zero).to(tl.int64) + n
+    p = zero + p
+    q = zero + q
+    for k in range(1, tl.max(degree)):
+        kk = zero + k
+        r = ((a1 * kk + a0) * x + (b1 * kk + b0)) * q - (c1 * kk + c0) * p
+        r = r / (d1 * kk + d0)
+        live = k < degree
+        p, q = tl.where(live, q, p), tl.where(live, r, q)
+    return tl.where(degree < 1, p, q)
 
 
 @triton.jit

@@ -22,6 +22,7 @@ from compiler_core.ir.lowering.pointwise import (
     logical,
     logical_any,
     pow_,
+    recurrence_,
     relu_or_maximum,
     round_,
     where_,
@@ -49,6 +50,6 @@ HANDLERS: dict[str, Callable] = {
     "fmax": fmax_fmin("maximum"), "fmin": fmax_fmin("minimum"),
     "cat": cat_, "constant_pad": constant_pad, "flip": flip_, "roll": roll_,
     "gather": gather, "index_select": index_select, "embedding": embedding, "take": take_,
-    "index_tensor": index_tensor,
+    "index_tensor": index_tensor, "recurrence": recurrence_,
     **{k: reduction_handler(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
 }

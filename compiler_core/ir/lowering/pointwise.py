@@ -324,3 +324,20 @@ def arange(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
                           Constant(scalar_of(start, cdt), cdt)), cdt)
 
     return lw.pointwise(node, val, body)
+
+
+def recurrence_(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    """fcompile::three_term_recurrence(x, n, p, q, coefficients): one `recurrence` op per element, the
+    degree as int64 and the eight coefficients as constants of the computation dtype."""
+    x, n, p, q, coefficients = node.args
+    cdt = compute_dtype(val.dtype)
+    if not cdt.is_floating_point or len(coefficients) != 8:
+        raise Unsupported("a recurrence of a non-float dtype")
+
+    def body(names: list[str]) -> Value:
+        shape = tuple(val.shape)
+        operands = (lw.load(x, shape, names, cdt), lw.load(n, shape, names, torch.int64),
+                    lw.load(p, shape, names, cdt), lw.load(q, shape, names, cdt))
+        return Op("recurrence", operands + tuple(Constant(float(c), cdt) for c in coefficients), cdt)
+
+    return lw.pointwise(node, val, body)
