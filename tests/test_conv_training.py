@@ -152,3 +152,16 @@ def test_adaptive_max_pool_values_and_indices(backend):
     (values, indices), (expected_values, expected_indices) = compiled(x), pool(x)
     assert torch.equal(values, expected_values) and torch.equal(indices, expected_indices)
     assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_adaptive_avg_pool3d_averages_windows_of_unequal_length(backend):
+    # 7 -> 3 windows [0,3), [2,5), [4,7); 5 -> 2: [0,3), [2,5); 4 -> 4: single elements; a 4-d input too
+    torch.manual_seed(0)
+    for x in (torch.randn(2, 3, 7, 5, 4), torch.randn(3, 7, 5, 4)):
+        compiled = cc.compile(lambda x: nn.functional.adaptive_avg_pool3d(x, (3, 2, 4)), backend=backend)
+        expected = nn.functional.adaptive_avg_pool3d(x, (3, 2, 4))
+        got = compiled(x)
+        torch.testing.assert_close(got, expected)
+        assert torch.allclose(got[..., 0, 0, 0], x[..., 0:3, 0:3, 0].mean((-2, -1)))
+        assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]

@@ -207,49 +207,83 @@ def _avg_pool_backward(dims: int):
     return backward
 
 
+def _adaptive_windows(x: torch.Tensor, dims: int, out_sizes: tuple[int, ...]):
+    """Adaptive pooling's windows: output i of a dimension of size `size` pools [floor(i*size/out),
+    ceil((i+1)*size/out)), windows of unequal length. Each dimension's windows are gathered at their
+    longest length (a tensor-indexed read of the input, positions clamped). Returns the windows as
+    lead + outs + (one flattened window), whether each position lies inside its window, and per
+    dimension the windows' starts (tensors), lengths (tensors) and longest length."""
+    lead, in_sizes = x.dim() - dims, x.shape[-dims:]
+    windows, valid, starts, lengths, longest = x, None, [], [], []
+    for d in range(dims):
+        size, out = in_sizes[d], out_sizes[d]
+        length = max(-((-(i + 1) * size) // out) - (i * size) // out for i in range(out))
+        i = torch.arange(out, device=x.device).view(out, 1)
+        start_t, end_t = (i * size) // out, -((-(i + 1) * size) // out)  # as listed above, as tensors
+        offsets = torch.arange(length, device=x.device).view(1, length)
+        inside = offsets < end_t - start_t
+        where = (start_t + offsets).clamp(max=size - 1)
+        # read dim d at (out, length) positions: that dim becomes two, (out, length)
+        index = [slice(None)] * (lead + 2 * d) + [where]
+        windows = windows[tuple(index)]
+        mask_shape = [1] * (2 * dims)
+        mask_shape[2 * d], mask_shape[2 * d + 1] = out, length
+        inside = inside.view(mask_shape)
+        valid = inside if valid is None else valid & inside
+        starts.append(start_t.view(out))
+        lengths.append((end_t - start_t).view(out))
+        longest.append(length)
+    # lead + (out0, len0, out1, len1, ...) -> lead + outs + lens, the lens flattened
+    order = list(range(lead)) + [lead + 2 * d for d in range(dims)] + [lead + 2 * d + 1 for d in range(dims)]
+    flat = lead + dims
+    windows = windows.permute(order)
+    valid = valid.permute([2 * d for d in range(dims)] + [2 * d + 1 for d in range(dims)])
+    windows = windows.reshape(*windows.shape[:flat], math.prod(longest))
+    return windows, valid.reshape(*valid.shape[:dims], math.prod(longest)), starts, lengths, longest
+
+
+def _adaptive_arguments(x: torch.Tensor, dims: int, output_size) -> tuple[int, ...] | None:
+    """The output sizes, or None for what stays PyTorch's (integers, an empty input or output)."""
+    if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+        return None
+    out_sizes = _spatial(output_size, dims)
+    if any(o <= 0 for o in out_sizes) or any(s <= 0 for s in x.shape[-dims:]):
+        return None  # empty: eager's error or empty result
+    return out_sizes
+
+
 def _adaptive_max_pool(dims: int):
-    """Adaptive max pooling: output i of a dimension of size `size` pools [floor(i*size/out),
-    ceil((i+1)*size/out)), windows of unequal length. Each dimension's windows are gathered at
-    their longest length (a tensor-indexed read of the input, positions clamped), positions past a
-    window's end masked with -inf, then the max and its first position as in _max_pool."""
+    """Adaptive max pooling: the windows (positions past a window's end masked with -inf), then the
+    max and its first position as in _max_pool."""
 
     def forward(x: torch.Tensor, output_size):
-        if not x.dtype.is_floating_point or x.dim() not in (dims + 1, dims + 2):
+        out_sizes = _adaptive_arguments(x, dims, output_size)
+        if out_sizes is None:
             return NotImplemented
-        lead, in_sizes = x.dim() - dims, x.shape[-dims:]
-        out_sizes = _spatial(output_size, dims)
-        if any(o <= 0 for o in out_sizes) or any(s <= 0 for s in in_sizes):
-            return NotImplemented  # empty: eager's error or empty result
-        windows, valid, starts, lengths = x, None, [], []
+        windows, valid, starts, _, longest = _adaptive_windows(x, dims, out_sizes)
+        values, first = max_dim(torch.where(valid, windows, float("-inf")), -1)
+        in_sizes, indices = x.shape[-dims:], None
         for d in range(dims):
-            size, out = in_sizes[d], out_sizes[d]
-            start = [(i * size) // out for i in range(out)]
-            end = [-((-(i + 1) * size) // out) for i in range(out)]
-            length = max(e - b for b, e in zip(start, end))
-            i = torch.arange(out, device=x.device).view(out, 1)
-            start_t, end_t = (i * size) // out, -((-(i + 1) * size) // out)  # as listed above, as tensors
-            offsets = torch.arange(length, device=x.device).view(1, length)
-            inside = offsets < end_t - start_t
-            where = (start_t + offsets).clamp(max=size - 1)
-            # read dim d at (out, length) positions: that dim becomes two, (out, length)
-            index = [slice(None)] * (lead + 2 * d) + [where]
-            windows = windows[tuple(index)]
-            mask_shape = [1] * (2 * dims)
-            mask_shape[2 * d], mask_shape[2 * d + 1] = out, length
-            inside = inside.view(mask_shape)
-            valid = inside if valid is None else valid & inside
-            starts.append(start_t.view(out))
-            lengths.append(length)
-        # windows: lead + (out0, len0, out1, len1, ...) -> lead + outs + lens
-        order = list(range(lead)) + [lead + 2 * d for d in range(dims)] + [lead + 2 * d + 1 for d in range(dims)]
-        windows = torch.where(valid, windows, float("-inf")).permute(order)
-        values, first = max_dim(windows.reshape(*windows.shape[:lead + dims], math.prod(lengths)), -1)
-        indices = None
-        for d in range(dims):
-            offset = (first // math.prod(lengths[d + 1:])) % lengths[d]
+            offset = (first // math.prod(longest[d + 1:])) % longest[d]
             term = (_along(d, dims, starts[d]) + offset) * math.prod(in_sizes[d + 1:])
             indices = term if indices is None else indices + term
         return values, indices
+
+    return forward
+
+
+def _adaptive_avg_pool(dims: int):
+    """Adaptive average pooling: the windows' sum (positions past a window's end as 0) over the window's
+    element count, accumulated in float32 for half precision."""
+
+    def forward(x: torch.Tensor, output_size):
+        out_sizes = _adaptive_arguments(x, dims, output_size)
+        if out_sizes is None:
+            return NotImplemented
+        windows, valid, _, lengths, _ = _adaptive_windows(x, dims, out_sizes)
+        total = torch.where(valid, windows.to(_opmath(x.dtype)), 0.0).sum(-1)
+        count = math.prod(_along(d, dims, lengths[d]) for d in range(dims))
+        return (total / count).to(x.dtype)
 
     return forward
 
@@ -265,4 +299,5 @@ POOLING = {
     aten.avg_pool3d_backward.default: _avg_pool_backward(3),
     aten.adaptive_max_pool2d.default: _adaptive_max_pool(2),
     aten.adaptive_max_pool3d.default: _adaptive_max_pool(3),
+    aten._adaptive_avg_pool3d.default: _adaptive_avg_pool(3),
 }
