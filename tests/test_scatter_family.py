@@ -195,3 +195,25 @@ def test_index_put_with_two_indices_checks_each_dim(backend):
         fn(x, rows, bad, values)
     with pytest.raises((RuntimeError, IndexError)):
         compiled(x, rows, bad, values)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_nonzero_static_pads_truncates_and_counts_nan_as_nonzero(backend):
+    x = torch.tensor([[0.0, 1.5, 0.0, float("nan")], [2.0, 0.0, -0.0, 3.0], [0.0, 0.0, 0.0, 4.0]])
+    for size, fill in ((8, -7), (3, -1), (0, -1)):
+        compiled = cc.compile(lambda t, s=size, f=fill: torch.nonzero_static(t, size=s, fill_value=f), backend=backend)
+        got, expected = compiled(x), torch.nonzero_static(x, size=size, fill_value=fill)
+        assert torch.equal(got, expected), (size, got, expected)
+        assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+    assert torch.equal(torch.nonzero_static(x, size=8, fill_value=-7)[:5],
+                       torch.tensor([[0, 1], [0, 3], [1, 0], [1, 3], [2, 3]]))  # -0.0 is zero, NaN is not
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_index_select_of_a_scalar_reads_it_and_checks_the_position(backend):
+    compiled = cc.compile(lambda t, i: torch.index_select(t, 0, i), backend=backend)
+    x = torch.tensor(5.0)
+    assert torch.equal(compiled(x, torch.tensor([0])), torch.tensor(5.0))
+    assert compiled.session.stats["fallback_ops"] == []
+    with pytest.raises((IndexError, RuntimeError), match="index out of range"):
+        compiled(x, torch.tensor([1]))

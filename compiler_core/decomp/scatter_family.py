@@ -19,6 +19,7 @@ above SHORT_SCATTER such a call stays PyTorch's. Indices are bounds-checked as A
 
 from __future__ import annotations
 
+import math
 from typing import Any, Optional
 
 import torch
@@ -366,6 +367,24 @@ def index_select_of_a_scalar(self: torch.Tensor, dim: int, index: torch.Tensor) 
     return aten.index_select(self.reshape(1), 0, index.reshape(1)).reshape(())
 
 
+def nonzero_static(self: torch.Tensor, *, size: int, fill_value: int = -1) -> Any:
+    """The first `size` nonzero positions in row-major order, padded with fill_value: position p of the
+    output takes the nonzero element with p nonzeros before it (a masked reduction over p and the
+    elements, like a scatter read the other way round), then its flat index unravelled."""
+    count = self.numel()
+    if self.is_complex() or not isinstance(size, int) or size < 0 or size * count > SHORT_SCATTER:
+        return NotImplemented
+    if self.dim() == 0 or count == 0 or size == 0:
+        return torch.full((size, self.dim()), fill_value, dtype=torch.int64, device=self.device)
+    nonzero = self.reshape(-1) != 0
+    before = torch.cumsum(nonzero.to(torch.int64), 0) - nonzero.to(torch.int64)
+    hit = nonzero & (before == torch.arange(size, device=self.device).unsqueeze(-1))  # [size, elements]
+    flat = torch.where(hit, torch.arange(count, device=self.device), -1).amax(-1)
+    strides = [math.prod(self.shape[d + 1:]) for d in range(self.dim())]
+    coordinates = torch.stack([(flat // stride) % extent for stride, extent in zip(strides, self.shape)], -1)
+    return torch.where(flat.unsqueeze(-1) >= 0, coordinates, fill_value)
+
+
 SCATTER_FAMILY = {
     aten.scatter.src: scatter_src, aten.scatter.value: scatter_value, aten.scatter_add.default: scatter_add,
     aten.scatter_reduce.two: scatter_reduce, aten.index_add.default: index_add,
@@ -376,4 +395,5 @@ SCATTER_FAMILY = {
     aten.as_strided_scatter.default: as_strided_scatter, aten._unsafe_index_put.default: _unsafe_index_put,
     aten.diagonal_scatter.default: diagonal_scatter, aten.bucketize.Tensor: bucketize,
     aten.searchsorted.Tensor: searchsorted, aten.index_select.default: index_select_of_a_scalar,
+    aten.nonzero_static.default: nonzero_static,
 }
