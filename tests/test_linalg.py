@@ -38,3 +38,22 @@ def test_a_singular_matrix_raises_eagers_error():
     with pytest.raises(torch.linalg.LinAlgError) as ours:
         compiled(singular)
     assert str(ours.value) == str(eager_error.value)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_lu_unpack_is_our_kernels_and_rebuilds_the_matrix(backend):
+    """P replays the factorization's row swaps (pivots chosen by partial pivoting, so most rows move);
+    L and U are masks of the packed factor. Tall, wide and batched factors."""
+    torch.manual_seed(0)
+    for shape in ((6, 6), (2, 7, 4), (3, 4, 6)):
+        a = torch.randn(shape)
+        lu, pivots = torch.linalg.lu_factor(a)
+        compiled = cc.compile(lambda x, p: torch.lu_unpack(x, p), backend=backend)
+        got, expected = compiled(lu, pivots), torch.lu_unpack(lu, pivots)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+        p, lower, upper = got
+        torch.testing.assert_close(p @ lower @ upper, a, atol=1e-5, rtol=1e-5)
+        assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+    only_p = cc.compile(lambda x, p: torch.lu_unpack(x, p, unpack_data=False), backend=backend)(lu, pivots)
+    assert only_p[1].shape == (0,) and torch.equal(only_p[0], expected[0])

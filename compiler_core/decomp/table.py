@@ -18,6 +18,7 @@ from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.losses import LOSSES
+from compiler_core.decomp.lu_unpack import LU_UNPACK
 from compiler_core.decomp.orthogonal import ORTHOGONAL
 from compiler_core.decomp.pairwise import PAIRWISE
 from compiler_core.decomp.pooling import POOLING
@@ -87,7 +88,7 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING, **PAIRWISE, **ORTHOGONAL}
+             **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
