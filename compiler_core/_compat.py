@@ -251,6 +251,18 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
             knobs.runtime.interpret = old_knob
 
 
+def triton_exact_float_options() -> dict:
+    """Compile options under which Triton rounds every multiply and add, as eager's separate ops do
+    (it contracts them into FMAs by default): `enable_fp_fusion` where this Triton knows it."""
+    try:
+        from triton.backends.nvidia.compiler import CUDAOptions
+
+        fields = set(CUDAOptions.__dataclass_fields__)
+    except Exception:  # noqa: BLE001 - no CUDA backend: nothing is compiled for a GPU
+        return {}
+    return {"enable_fp_fusion": False} if "enable_fp_fusion" in fields else {}
+
+
 def triton_assert_options() -> dict:
     """Compile options under which Triton keeps `tl.device_assert` (it drops them otherwise), without
     its integer-overflow checks where this Triton can turn those off separately: 3.x has `debug`

@@ -275,3 +275,16 @@ def test_repeated_launches_through_the_binary_match_eager():
     misaligned = [key for key in binaries if any(isinstance(e, tuple) and isinstance(e[0], torch.dtype) and not e[1]
                                                  for e in key)]
     assert binaries and misaligned, "no launch went through a binary, or none with a misaligned input"
+
+
+def test_a_multiply_and_an_add_round_twice_on_the_gpu():
+    """Triton contracts a * b + c into one FMA by default; ours are compiled without, so each op rounds
+    as eager's separate kernels do (tests/test_trust.py checks the C++ backend and the option)."""
+    torch.manual_seed(0)
+    x = torch.randn(1 << 16, device="cuda") * 8
+
+    def fn(x):
+        return x * 2.6 - 2.6, ((x * 2.6 - 2.6) + 0.5).to(torch.int64)
+
+    for got, expected in zip(cc.compile(fn)(x), fn(x)):
+        assert torch.equal(got, expected), (got != expected).sum()

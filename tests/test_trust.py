@@ -291,3 +291,39 @@ def test_views_of_a_result_laid_out_unlike_torchs_metadata(backend, monkeypatch)
         torch.testing.assert_close(got, expected)
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
     assert rebased, "the graph no longer has a view of a differently laid-out buffer: this test needs a new program"
+
+
+def _rounded_like_eager(x):
+    """Two ops eager rounds one by one; contracted into an FMA they round once, and truncating the
+    result (a window start in antialiased resizing) then picks another integer for some inputs."""
+    window = ((x * 2.6 - 2.6) + 0.5).to(torch.int64)
+    return x * 2.6 - 2.6, window, (torch.arange(x.shape[0], dtype=torch.float32) + 0.5) * 2.6 - 2.1
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_multiply_and_an_add_round_twice_as_in_eager(backend):
+    torch.manual_seed(0)
+    x = torch.randn(1 << 16) * 8
+    got, expected = cc.compile(_rounded_like_eager, backend=backend)(x), _rounded_like_eager(x)
+    for g, e in zip(got, expected):
+        assert torch.equal(g, e), (g != e).sum()
+
+
+def test_gpu_kernels_are_compiled_without_fma_contraction():
+    """Triton contracts a * b + c into an FMA unless told not to: every launch config of a GPU kernel
+    carries the option (checked on the GPU by tests/test_gpu.py's values)."""
+    from compiler_core import _compat
+    from compiler_core.codegen.triton.kernel import generate_triton_kernel
+    from compiler_core.codegen.wrapper import kernel_plans_with_passes
+
+    compiled = cc.compile(lambda x: (x * 2.6 - 2.6).sum(0), backend="triton")
+    compiled(torch.randn(64, 8))
+    rec = compiled.session.all_records()[0]
+    plans = [plan for plan, _ in kernel_plans_with_passes(rec.loops, rec.schedule, rec.memory, "triton")]
+    assert plans
+    options = _compat.triton_exact_float_options()
+    if not options:
+        pytest.skip("this Triton has no CUDA backend, so nothing is compiled for a GPU")
+    for plan in plans:
+        kernel = generate_triton_kernel(plan, interpret=False)
+        assert all(config.get("enable_fp_fusion") is False for config in kernel.config_space), kernel.config_space

@@ -20,7 +20,12 @@ class BuildError(Exception):
     """The generated code did not compile; the graph falls back to eager PyTorch."""
 
 
-CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno"]
+# -ffp-contract=off: every operation rounds, as eager's separate ops do. GCC otherwise contracts a
+# multiply and an add of one fused expression into an FMA (one rounding), differently in a kernel's
+# vector and scalar loops: a value recomputed in two loops then differed in its last bit, and
+# truncating it (antialiased resizing's window start, 2.6 * 3.5 - 2.6 + 0.5 -> 6 or 7) changed the result.
+CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno",
+             "-ffp-contract=off"]
 if platform.machine() in ("x86_64", "AMD64"):
     # GCC defaults to 256-bit vectors even where AVX-512 exists; full width measured 1.4x faster on
     # softmax (2048x1024, 2-core Xeon). Harmless on CPUs without AVX-512.

@@ -49,6 +49,8 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
                           GATHER_ERROR: "index out of bounds for the dimension it gathers from"}
 ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keeping them, passed at launch
+# No multiply-add contracted into an FMA (compiler_core/runtime/cpp_build.py says why), in every launch.
+EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
 PERSISTENT_MAX_RBLOCK = 16384
 LOOPED_RBLOCK = 2048
 
@@ -536,14 +538,16 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
     """`aliased`: parameters pointing at one storage (MemoryPlan.inplace): each program then loads
     all it reads before it stores, so an element's old value is read before it is overwritten."""
     kernel = _generate_triton_kernel(plan, interpret, aliased)
-    if interpret or "tl.device_assert(" not in kernel.source:
+    if interpret:
         return kernel
     # Triton drops device_assert unless the kernel is compiled with assertions on; its integer-overflow
     # checks, which debug also turns on, stay off (they would guard every index computation).
     # The options travel in each launch config, so the host program and autotuning pass them alike.
-    split = kernel.split and dataclasses.replace(kernel.split, row_config={**kernel.split.row_config,
-                                                                           **ASSERT_OPTIONS})
-    return dataclasses.replace(kernel, config_space=tuple({**c, **ASSERT_OPTIONS} for c in kernel.config_space),
+    options = {**EXACT_FLOAT_OPTIONS, **(ASSERT_OPTIONS if "tl.device_assert(" in kernel.source else {})}
+    if not options:
+        return kernel
+    split = kernel.split and dataclasses.replace(kernel.split, row_config={**kernel.split.row_config, **options})
+    return dataclasses.replace(kernel, config_space=tuple({**c, **options} for c in kernel.config_space),
                                split=split or None)
 
 
