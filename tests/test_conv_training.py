@@ -165,3 +165,20 @@ def test_adaptive_avg_pool3d_averages_windows_of_unequal_length(backend):
         torch.testing.assert_close(got, expected)
         assert torch.allclose(got[..., 0, 0, 0], x[..., 0:3, 0:3, 0].mean((-2, -1)))
         assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats["fallback_ops"]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_antialiased_bilinear_resize_is_ours(backend):
+    """Shrinking (the filter widened by the scale), enlarging, both at once, align_corners, a scale
+    factor, and a size kept: each output is a normalised triangle-weighted window of inputs."""
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 9, 13)
+    cases = [dict(size=(4, 5)), dict(size=(20, 7)), dict(size=(3, 3), align_corners=True),
+             dict(scale_factor=(0.4, 0.7)), dict(size=(9, 6))]
+    for kwargs in cases:
+        def resize(t, kwargs=kwargs):
+            return nn.functional.interpolate(t, mode="bilinear", antialias=True, **kwargs)
+
+        compiled = cc.compile(resize, backend=backend)
+        torch.testing.assert_close(compiled(x), resize(x), rtol=1e-5, atol=1e-5)
+        assert compiled.session.stats["fallback_ops"] == [], (kwargs, compiled.session.stats["fallback_ops"])

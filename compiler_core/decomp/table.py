@@ -27,6 +27,7 @@ from compiler_core.decomp.scatter_family import SCATTER_FAMILY
 from compiler_core.decomp.scatters import SCATTERS
 from compiler_core.decomp.sorting import SORTING
 from compiler_core.decomp.special import SPECIAL
+from compiler_core.decomp.upsample_aa import UPSAMPLE_AA
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -88,7 +89,7 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK}
+             **SORTING, **PAIRWISE, **ORTHOGONAL, **UPSAMPLE_AA, **LU_UNPACK}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
