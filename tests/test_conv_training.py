@@ -182,3 +182,21 @@ def test_antialiased_bilinear_resize_is_ours(backend):
         compiled = cc.compile(resize, backend=backend)
         torch.testing.assert_close(compiled(x), resize(x), rtol=1e-5, atol=1e-5)
         assert compiled.session.stats["fallback_ops"] == [], (kwargs, compiled.session.stats["fallback_ops"])
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_grid_sample_3d_reads_like_eager(backend):
+    """Trilinear and nearest, each padding mode, both corner conventions (the OpInfo sweep runs every
+    combination); points outside the volume, on its edge and a NaN point."""
+    torch.manual_seed(0)
+    volume, grid = torch.randn(2, 3, 5, 6, 7), torch.rand(2, 4, 3, 5, 3) * 2.6 - 1.3
+    grid[0, 0, 0, 0] = torch.tensor([1.0, -1.0, 0.0])
+    grid[0, 0, 0, 1] = float("nan")
+    for mode, padding, corners in [("bilinear", "zeros", False), ("bilinear", "reflection", True),
+                                   ("nearest", "border", False)]:
+        def sample(v, g, mode=mode, padding=padding, corners=corners):
+            return nn.functional.grid_sample(v, g, mode=mode, padding_mode=padding, align_corners=corners)
+
+        compiled = cc.compile(sample, backend=backend)
+        torch.testing.assert_close(compiled(volume, grid), sample(volume, grid), equal_nan=True)
+        assert compiled.session.stats["fallback_ops"] == [], (mode, padding, compiled.session.stats)

@@ -17,6 +17,7 @@ from compiler_core import _compat
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.foreach import foreach_decompositions
+from compiler_core.decomp.grid_sample import GRID_SAMPLE
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.lu_unpack import LU_UNPACK
 from compiler_core.decomp.orthogonal import ORTHOGONAL
@@ -89,7 +90,7 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING, **PAIRWISE, **ORTHOGONAL, **UPSAMPLE_AA, **LU_UNPACK}
+             **SORTING, **PAIRWISE, **ORTHOGONAL, **GRID_SAMPLE, **UPSAMPLE_AA, **LU_UNPACK}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
