@@ -288,3 +288,14 @@ def test_a_multiply_and_an_add_round_twice_on_the_gpu():
 
     for got, expected in zip(cc.compile(fn)(x), fn(x)):
         assert torch.equal(got, expected), (got != expected).sum()
+
+
+def test_negation_and_copysign_keep_the_sign_of_zero_on_the_gpu():
+    """Triton 3.6 compiles a float's -x as 0 - x: -(+0.0) came out +0.0. Ours multiply by -1."""
+    x = torch.tensor([0.0, -0.0, 1.5, -2.0, float("inf")], device="cuda")
+
+    def fn(x):
+        return -x, torch.copysign(x.abs(), -torch.ones_like(x)), torch.pow(-x, 3)
+
+    for got, expected in zip(cc.compile(fn)(x), fn(x)):
+        assert torch.equal(got, expected) and torch.equal(torch.signbit(got), torch.signbit(expected))

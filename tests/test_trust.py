@@ -327,3 +327,14 @@ def test_gpu_kernels_are_compiled_without_fma_contraction():
     for plan in plans:
         kernel = generate_triton_kernel(plan, interpret=False)
         assert all(config.get("enable_fp_fusion") is False for config in kernel.config_space), kernel.config_space
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_negation_and_copysign_keep_the_sign_of_zero(backend):
+    x = torch.tensor([0.0, -0.0, 1.5, -2.0, float("inf")])
+
+    def fn(x):
+        return -x, torch.copysign(x.abs(), -torch.ones_like(x)), torch.pow(-x, 3)
+
+    for got, expected in zip(cc.compile(fn, backend=backend)(x), fn(x)):
+        assert torch.equal(got, expected) and torch.equal(torch.signbit(got), torch.signbit(expected))

@@ -175,13 +175,19 @@ class TritonPrinter(CSEPrinter):
             rest = f"({a[0]} - tl.where({q} >= 0, tl.floor({q}), tl.ceil({q})) * {a[1]})"
             # fmod(finite a, +-inf) is a: the quotient formula would give NaN
             return f"tl.where(tl.abs({a[1]}) == float('inf'), {a[0]} + 0.0 * tl.abs({a[0]}), {rest})"
+        # A literal has no `.to` in Triton: its sign bit is known here.
+        constant_sign = [math.copysign(1.0, float(x.value)) < 0 if isinstance(x, Constant) else None for x in v.args]
+        if name == "signbit" and constant_sign[0] is not None:
+            return "True" if constant_sign[0] else "False"
+        if name == "copysign" and constant_sign[1] is not None:
+            return f"(tl.abs({a[0]}) * -1.0)" if constant_sign[1] else f"tl.abs({a[0]})"
         if name == "signbit":
             bits = "tl.int64" if v.args[0].dtype == torch.float64 else "tl.int32"
             source = a[0] if v.args[0].dtype in (torch.float32, torch.float64) else f"{a[0]}.to(tl.float32)"
             return f"({source}.to({bits}, bitcast=True) < 0)"
         if name == "copysign":
             bits = "tl.int64" if v.dtype == torch.float64 else "tl.int32"
-            return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, -tl.abs({a[0]}), tl.abs({a[0]}))"
+            return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, tl.abs({a[0]}) * -1.0, tl.abs({a[0]}))"
         if name == "bitwise_not":
             return f"(~{a[0]})"
         if name == "tanh":
@@ -195,7 +201,9 @@ class TritonPrinter(CSEPrinter):
         if name == "round":
             return f"_round_half_even({a[0]})"
         if name == "neg":
-            return f"(-{a[0]})"
+            # Triton 3.6 compiles a float's `-x` as 0 - x, which makes -(+0.0) +0.0 (seen on the H200);
+            # multiplying by -1 is exact and flips the sign of zero too.
+            return f"({a[0]} * -1.0)" if floating else f"(-{a[0]})"
         if name == "reciprocal":
             return f"(1.0 / {a[0]})"
         if name in ("maximum", "minimum"):
@@ -290,7 +298,7 @@ def _pow(a, b):
     integral = tl.floor(b) == b
     odd = integral & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
     negative = a.to(tl.float32).to(tl.int32, bitcast=True) < 0  # -0.0 too: pow(-0.0, -1) is -inf
-    r = tl.where(negative & odd, -r, r)
+    r = tl.where(negative & odd, r * -1.0, r)  # not -r: see the neg primitive
     finite = (tl.abs(a) != float("inf")) & (tl.abs(b) != float("inf"))
     r = tl.where((a < 0) & finite & (tl.floor(b) != b), float("nan"), r)
     r = tl.where(b == 0, 1.0, r)
