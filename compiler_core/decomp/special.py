@@ -115,19 +115,20 @@ _BERNOULLI = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617
 _ZETA_SHIFT = 9
 
 
-def _hurwitz_zeta_right(s: int, q: torch.Tensor) -> torch.Tensor:
-    """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 and q > 0: the first nine terms summed, the rest
-    by Euler-Maclaurin at a = q + 9 (the integral, half the first term, then B_2j terms falling like
-    (2 pi a)^-2j: below float64's rounding after B_16)."""
+def _hurwitz_zeta_right(s: int | torch.Tensor, q: torch.Tensor) -> torch.Tensor:
+    """zeta(s, q) = sum_k (q + k)^-s for an integer s >= 2 (or a float64 tensor of real s > 1) and q > 0:
+    the first nine terms summed, the rest by Euler-Maclaurin at a = q + 9 (the integral, half the first
+    term, then B_2j terms falling like ((s + 2j) / (2 pi a))^2j: below float64's rounding after B_16 for
+    moderate s; for large s the leading terms dominate them)."""
     total = torch.zeros_like(q)
     for k in range(_ZETA_SHIFT):
         total = total + torch.pow(q + k, -s)
     a = q + _ZETA_SHIFT
     total = total + torch.pow(a, 1 - s) / (s - 1) + 0.5 * torch.pow(a, -s)
-    rising = float(s)  # s (s + 1) ... (s + 2j - 2)
+    rising = s if isinstance(s, torch.Tensor) else float(s)  # s (s + 1) ... (s + 2j - 2)
     for j, bernoulli in enumerate(_BERNOULLI, 1):
         total = total + (bernoulli / math.factorial(2 * j) * rising) * torch.pow(a, -s - 2 * j + 1)
-        rising *= (s + 2 * j - 1) * (s + 2 * j)
+        rising = rising * ((s + 2 * j - 1) * (s + 2 * j))
     return total
 
 

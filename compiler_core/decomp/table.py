@@ -16,6 +16,7 @@ import torch
 from compiler_core import _compat
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.decomp.bessel import BESSEL
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.grid_sample import GRID_SAMPLE
 from compiler_core.decomp.losses import LOSSES
@@ -28,6 +29,7 @@ from compiler_core.decomp.scatter_family import SCATTER_FAMILY
 from compiler_core.decomp.scatters import SCATTERS
 from compiler_core.decomp.sorting import SORTING
 from compiler_core.decomp.special import SPECIAL
+from compiler_core.decomp.special_float64 import SPECIAL_FLOAT64
 from compiler_core.decomp.upsample_aa import UPSAMPLE_AA
 
 aten = torch.ops.aten
@@ -90,7 +92,8 @@ DECOMPOSE = [
 def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
-             **SORTING, **PAIRWISE, **ORTHOGONAL, **GRID_SAMPLE, **UPSAMPLE_AA, **LU_UNPACK}
+             **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
+             **BESSEL, **SPECIAL_FLOAT64}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
