@@ -17,6 +17,10 @@ class CSEPrinter:
         self.prefix = prefix
         self.lines: list[str] = []
         self.cache: dict[str, str] = {}
+        self.names: set[str] = set()  # the temporaries declared, = cache's values
+        # id of a value already emitted in this scope -> (the value, kept alive; its text): a subtree
+        # shared in the tree is printed once, not once per path to it (ir/values.py says why).
+        self.emitted: dict[int, tuple[Value, str]] = {}
         self.counter = 0
         # The FX nodes of the step being printed: the provenance of lines whose value names none
         # (loads, stores, accumulators). An op's own `origins` win (an inlined producer's line).
@@ -33,16 +37,24 @@ class CSEPrinter:
         scope.__dict__.update(self.__dict__)
         scope.lines = []
         scope.cache = dict(self.cache)
+        scope.names = set(self.names)
+        # Not the parent's emitted values: a scope prints under its own mask, so a value's text may
+        # differ there (the text cache above still shares what prints the same).
+        scope.emitted = {}
         return scope
 
     def sync_counter(self, scope: "CSEPrinter") -> None:
         self.counter = max(self.counter, scope.counter)
 
     def emit(self, value: Value) -> str:
+        hit = self.emitted.get(id(value))
+        if hit is not None:
+            return hit[1]
         text = self.render(value)
-        if isinstance(value, (Constant, ReductionResult)) or text in self.cache.values():
-            return text
-        return self.named(text, value)
+        if not (isinstance(value, (Constant, ReductionResult)) or text in self.names):
+            text = self.named(text, value)
+        self.emitted[id(value)] = (value, text)
+        return text
 
     def named(self, text: str, value: Value) -> str:
         """A temporary holding `text` (one per distinct text)."""
@@ -53,6 +65,7 @@ class CSEPrinter:
         origins = getattr(value, "origins", ()) or self._reading_for
         self.lines.append(self.mark(self.declare(name, text, value), origins))
         self.cache[text] = name
+        self.names.add(name)
         return name
 
     def render(self, value: Value) -> str:

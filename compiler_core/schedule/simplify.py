@@ -44,8 +44,15 @@ _FOLDABLE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": to
 def simplify_value(value: Value) -> tuple[Value, Counter]:
     """The tree with every rule applied bottom-up until none fires, and how often each fired."""
     counts: Counter = Counter()
+    done: dict[int, tuple[Value, Value]] = {}  # a shared subtree is simplified once (ir/values.py says why)
 
     def visit(v: Value) -> Value:
+        hit = done.get(id(v))
+        if hit is None:
+            hit = done[id(v)] = (v, simplified(v))
+        return hit[1]
+
+    def simplified(v: Value) -> Value:
         if isinstance(v, Op):
             v = Op(v.op, tuple(visit(a) for a in v.args), v.dtype, v.origins)
             while True:
