@@ -27,6 +27,7 @@ from compiler_core.decomp.pooling import POOLING
 from compiler_core.decomp.scans import SCANS
 from compiler_core.decomp.scatter_family import SCATTER_FAMILY
 from compiler_core.decomp.scatters import SCATTERS
+from compiler_core.decomp.segments import SEGMENTS
 from compiler_core.decomp.sorting import SORTING
 from compiler_core.decomp.special import SPECIAL
 from compiler_core.decomp.special_float64 import SPECIAL_FLOAT64
@@ -93,7 +94,7 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
