@@ -34,6 +34,7 @@ from typing import Any, Optional
 
 import torch
 
+from compiler_core.decomp.checks import raise_unless
 from compiler_core.decomp.scans import extreme_identity
 from compiler_core.decomp.scatter_family import SHORT_SCATTER
 
@@ -43,14 +44,6 @@ _FLOATS = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 _INDEX_DTYPES = (torch.int32, torch.int64)
 MODE_SUM, MODE_MEAN, MODE_MAX = 0, 1, 2
-
-
-def _raise_unless(valid: torch.Tensor) -> torch.Tensor:
-    """Zeros of valid's shape, or eager's failure (an index out of range) where any is False: an
-    index_select of position 0, or of -1 where invalid. Add it to a tensor the result is made of, so
-    the check runs before that result can be read."""
-    positions = torch.where(valid, 0, -1).reshape(-1)
-    return torch.arange(1, device=valid.device).index_select(0, positions).reshape(valid.shape)
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -114,7 +107,7 @@ def _segment_bounds(lengths: Optional[torch.Tensor], offsets: Optional[torch.Ten
         offsets = offsets.to(torch.int64)
         starts, ends = offsets[..., :-1], offsets[..., 1:]
         valid = ends >= starts
-    return starts, ends + _raise_unless(valid)
+    return starts, ends + raise_unless(valid)
 
 
 def _masked_reduce(x: torch.Tensor, member: torch.Tensor, axis: int, reduce: str, initial: Any) -> torch.Tensor:
@@ -216,7 +209,7 @@ def _bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mod
     # in the index_select that gathers the rows.
     first = torch.arange(offsets.shape[0], device=device) == 0
     offsets = offsets.to(torch.int64)
-    offsets = offsets + _raise_unless((offsets >= 0) & (offsets <= count) & ~(first & (offsets != 0)))
+    offsets = offsets + raise_unless((offsets >= 0) & (offsets <= count) & ~(first & (offsets != 0)))
     rows = weight.index_select(0, indices)  # [n, D]
     position = torch.arange(count, device=device)
     # offset2bag as ATen makes it: how many of the bags' offsets come at or before each index, less one

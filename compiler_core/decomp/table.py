@@ -19,6 +19,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.bessel import BESSEL
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.grid_sample import GRID_SAMPLE
+from compiler_core.decomp.histograms import HISTOGRAMS
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.lu_unpack import LU_UNPACK
 from compiler_core.decomp.orthogonal import ORTHOGONAL
@@ -94,7 +95,7 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
