@@ -5,7 +5,8 @@
     [n.name for n in tree.find("attn")]                    # nodes whose name, op or module path matches
 
 Dynamo records, for every node it captures, the stack of modules the call ran in (outermost first);
-AOTAutograd copies it onto the ATen nodes. A node lands in its innermost module; items can be any
+AOTAutograd copies it onto the ATen nodes, and gives a backward node the stack of the forward op it
+differentiates (as `fwd_nn_module_stack`). A node lands in its innermost module; items can be any
 value with a name (FX nodes for the graph view, kernels for the fusion view).
 """
 
@@ -21,6 +22,7 @@ from compiler_core.analysis.dot import describe_value
 
 # Dynamo's names for the root module: L['self'], G['model'], L['fn'] ... (the user's own variable).
 _ROOT = re.compile(r"^[LG]\['[^']*'\]\.?")
+Stack = tuple[tuple[str, str], ...]  # ((path, type name), ...), outermost first
 
 
 @dataclass(frozen=True)
@@ -72,9 +74,18 @@ class ModuleGroup:
         return made
 
 
-def module_stack(node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
-    """((path, type name), ...) outermost first, the root module left out; () outside any module."""
-    stack = node.meta.get("nn_module_stack") or {}
+def module_stack(node: torch.fx.Node) -> Stack:
+    """((path, type name), ...) outermost first, the root module left out; () outside any module.
+    A backward node is placed in the module whose forward op it differentiates."""
+    return recorded_stack(node) or ()
+
+
+def recorded_stack(node: torch.fx.Node) -> Optional[Stack]:
+    """module_stack, or None where the node records no module at all (a gradient accumulation, or a
+    graph captured outside any module): unknown, which is not the same as the top level."""
+    stack = node.meta.get("nn_module_stack") or node.meta.get("fwd_nn_module_stack")
+    if not stack:
+        return None
     out = []
     for value in stack.values():
         path, cls = value if isinstance(value, tuple) else (str(value), "")
@@ -83,6 +94,26 @@ def module_stack(node: torch.fx.Node) -> tuple[tuple[str, str], ...]:
             continue  # the root module itself: every node is in it
         out.append((path, getattr(cls, "__name__", str(cls))))
     return tuple(out)
+
+
+def common_stack(stacks: Iterable[Optional[Stack]]) -> Stack:
+    """The deepest module every recorded stack shares, unknown ones (None) left out: where a kernel
+    of these nodes sits.
+
+        common_stack([(("h.0", "Block"), ("h.0.mlp", "MLP")), (("h.0", "Block"),), None])  # (("h.0", "Block"),)
+    """
+    common: Optional[Stack] = None
+    for stack in stacks:
+        if stack is None:
+            continue
+        if common is None:
+            common = stack
+            continue
+        size = 0
+        while size < min(len(common), len(stack)) and common[size] == stack[size]:
+            size += 1
+        common = common[:size]
+    return common or ()
 
 
 def module_tree(items: Iterable[tuple[Any, tuple[tuple[str, str], ...]]]) -> ModuleGroup:

@@ -20,11 +20,11 @@ from explorer.collapse import Drawing
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
 from explorer.provenance import Provenance, provenance
-from explorer.render.html import Markup, esc, panel, plural, tabbed, table, write_page
+from explorer.render.html import Markup, esc, inline_styles, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_clusters, kernel_drawing, kernel_tree
-from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane
+from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane, start_drawing
 from explorer.views.kernels import FOLD_ABOVE, line_html, node_html, render_kernel
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.views.whatif import (
@@ -41,6 +41,9 @@ from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"25%": 0.25, "50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
+# In the widget, in place of a tab's static drawings: it draws each graph once, in a pane that expands.
+DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph there, expand what you want to read, '
+                            "or draw every node.</p>")
 
 
 class ExplorerView:
@@ -58,7 +61,13 @@ class ExplorerView:
     @cached_property
     def sections(self) -> dict[str, str]:
         """Tab title -> that view's HTML (rendered on first use: drawing graphs takes a moment)."""
-        return {title: render(self.exploration) for title, render in VIEWS}
+        # Graphviz lays the largest pictures out in the background while the other tabs render, and the
+        # tabs that show them render last: a 12-layer GPT-2 training step's take Graphviz 1.5 s.
+        for drawing in sorted((d for ds in self.drawings.values() for d in ds), key=lambda d: -len(d.graph.nodes)):
+            start_drawing(drawing)
+        rendered = {title: render(self.exploration) for title, render in sorted(
+            VIEWS, key=lambda view: view[0] in self.drawings)}
+        return {title: rendered[title] for title, _ in VIEWS}
 
     def headline(self) -> str:
         exp, stats = self.exploration, self.exploration.session.stats
@@ -158,13 +167,12 @@ class ExplorerView:
                 controls.append(zoom)
                 if any(d.collapses for d in self.drawings.get(title, ())):
                     controls += self._drawing_controls(widgets, title, zoom)
-                    # The static drawings are the pane's first picture: show each graph once.
-                    html = re.sub(f"{DRAWING_START}.*?{DRAWING_END}", '<p class="fxe-note">Drawn above: pick this '
-                                  "graph there, expand what you want to read, or draw every node.</p>", html,
-                                  flags=re.S)
-                    body.value = panel(html)
-                zoom.observe(lambda change, body=body, html=html: setattr(
-                    body, "value", panel(zoom_pictures(html, ZOOMS[change["new"]]))), names="value")
+                    # The static drawings are the pane's first picture: show each graph once. The markers
+                    # survive styling, so the tab styled for the static HTML is cut, not styled again.
+                    body.value = re.sub(f"{DRAWING_START}.*?{DRAWING_END}", lambda _drawing: DRAWN_ABOVE,
+                                        body.value, flags=re.S)
+                zoom.observe(lambda change, body=body, styled=body.value: setattr(
+                    body, "value", zoom_pictures(styled, ZOOMS[change["new"]])), names="value")
             if title == "Graph":
                 search = widgets.Text(placeholder="search nodes and kernels: name, op or module",
                                       description="search", continuous_update=False)
@@ -212,7 +220,8 @@ class ExplorerView:
         drawings = self.drawings[tab]
         graph = widgets.Dropdown(options=[(d.title, i) for i, d in enumerate(drawings)], value=0, description="graph")
         # Module paths are long (transformer.h.11.attn.c_proj): a wide list; ctrl/shift-click picks several.
-        expand = widgets.SelectMultiple(options=drawings[0].choices, rows=8, description="expand",
+        # The Fusion tab lists modules, then kernels (each with its module): both expand.
+        expand = widgets.SelectMultiple(options=drawings[0].options(), rows=8, description="expand",
                                         layout=widgets.Layout(width="460px"))
         every_node = widgets.Checkbox(value=False, description="every node")
         pane = widgets.HTML()
@@ -225,7 +234,7 @@ class ExplorerView:
                                                  ZOOMS[zoom.value]))
 
         def pick_graph(change: Any) -> None:
-            expand.options = drawings[change["new"]].choices
+            expand.options = drawings[change["new"]].options()
             redraw()
 
         graph.observe(pick_graph, names="value")

@@ -443,6 +443,72 @@ def test_fusion_draws_a_box_per_kernel_and_expands_one(gpt2_view):
     assert all(f">{op}<" in svg for op in ops) and f">{kernel}<" in svg  # its ops, in its cluster
 
 
+def _two_blocks_with_kernels():
+    """A hand-made graph of two blocks, each a matmul (its Linear) and a ReLU (its own module); the sum of
+    both blocks' outputs records no module, as a backward's gradient sums do not, and the second
+    block's matmul records its module as a backward node does (`fwd_nn_module_stack`)."""
+    def two_blocks(x, w0, w1):
+        h0 = torch.relu(x @ w0)
+        h1 = torch.relu(h0 @ w1)
+        return h1 + h0
+
+    graph = torch.fx.symbolic_trace(two_blocks).graph
+    nodes = {n.name: n for n in graph.nodes}
+
+    def stack(block: int, part: str, cls: type) -> dict:
+        return {"b": (f"L['self'].blocks.{block}", torch.nn.Sequential), "p": (f"L['self'].blocks.{block}.{part}", cls)}
+
+    nodes["matmul"].meta["nn_module_stack"] = stack(0, "fc", torch.nn.Linear)
+    nodes["relu"].meta["nn_module_stack"] = stack(0, "act", torch.nn.ReLU)
+    nodes["matmul_1"].meta["fwd_nn_module_stack"] = stack(1, "fc", torch.nn.Linear)
+    nodes["relu_1"].meta["nn_module_stack"] = stack(1, "act", torch.nn.ReLU)
+    kernel_of = {"matmul": "extern: mm", "relu": "fused_relu_0", "matmul_1": "extern: mm #2",
+                 "relu_1": "fused_relu_add_1", "add": "fused_relu_add_1"}
+    return graph, kernel_of
+
+
+def test_kernels_collapse_by_the_module_they_sit_in():
+    from explorer.collapse import Drawing, kernel_boxes, kernel_stacks, open_largest
+
+    graph, kernel_of = _two_blocks_with_kernels()
+    stacks = kernel_stacks(graph, kernel_of)
+    # A kernel sits in the deepest module its ops share; the sum, which records none, does not pull
+    # fused_relu_add_1 out to the top level.
+    assert stacks == {"extern: mm": (("blocks.0", "Sequential"), ("blocks.0.fc", "Linear")),
+                      "fused_relu_0": (("blocks.0", "Sequential"), ("blocks.0.act", "ReLU")),
+                      "extern: mm #2": (("blocks.1", "Sequential"), ("blocks.1.fc", "Linear")),
+                      "fused_relu_add_1": (("blocks.1", "Sequential"), ("blocks.1.act", "ReLU"))}
+    # Everything collapsed: a box per block, holding its kernels and the inputs only it reads.
+    overview = kernel_boxes(graph, kernel_of, stacks)
+    assert overview.box_of == {"x": "blocks.0", "w0": "blocks.0", "matmul": "blocks.0", "relu": "blocks.0",
+                               "w1": "blocks.1", "matmul_1": "blocks.1", "relu_1": "blocks.1", "add": "blocks.1"}
+    assert overview.labels == {"blocks.0": "blocks.0 (Sequential)\n2 kernels",
+                               "blocks.1": "blocks.1 (Sequential)\n2 kernels"}
+    assert overview.module_types == {"blocks.0": "Sequential", "blocks.1": "Sequential"}
+    assert overview.drawn_count(graph) == 3  # two boxes and the output
+    # A block opened: its modules hold one kernel each, so its kernels are the boxes.
+    opened = kernel_boxes(graph, kernel_of, stacks, {"blocks.1"})
+    assert {n: b for n, b in opened.box_of.items() if b != "blocks.0"} == {
+        "w1": "extern: mm #2", "matmul_1": "extern: mm #2", "relu_1": "fused_relu_add_1", "add": "fused_relu_add_1"}
+    assert opened.labels["extern: mm #2"] == "extern: mm #2\n1 op"
+    assert opened.labels["fused_relu_add_1"] == "fused_relu_add_1\n2 ops"
+    assert opened.module_types == {"blocks.0": "Sequential"}
+    # A kernel opened: the modules holding it open, and its ops are drawn one by one.
+    ops = kernel_boxes(graph, kernel_of, stacks, {"fused_relu_add_1"})
+    assert "relu_1" not in ops.box_of and "add" not in ops.box_of
+    assert ops.box_of["matmul_1"] == "extern: mm #2" and ops.box_of["relu"] == "blocks.0"
+    # The overview opens repeated modules together or not at all: both blocks (5 shapes) or neither.
+    def boxes_for(expanded):
+        return kernel_boxes(graph, kernel_of, stacks, expanded)
+
+    assert open_largest(graph, boxes_for, limit=4) == frozenset()  # blocks.0 alone would fit: not alone
+    assert open_largest(graph, boxes_for, limit=5) == {"blocks.0", "blocks.1"}
+    # The widget lists modules and kernels, each kernel with its module.
+    drawing = Drawing("t", graph, ("blocks.0", "extern: mm"), frozenset(), "kernel", (("clusters", kernel_of),),
+                      stacks)
+    assert drawing.options() == [("blocks.0 (Sequential)", "blocks.0"), ("extern: mm  (in blocks.0.fc)", "extern: mm")]
+
+
 def test_search_finds_a_node_with_its_kernel_and_marks_it(gpt2_view):
     found = gpt2_view.search("ln_f")
     ops = [item for _, kind, item in found if kind == "primitive op"]
@@ -542,6 +608,67 @@ def test_a_twelve_layer_gpt2_renders_within_seconds():
     assert seconds < 12, f"rendering took {seconds:.1f} s (target 5 s; measured 4.3 s on the idle 2-core CPU)"
     assert "did not lay out" not in static and static.count('class="fxe-pic"') >= 4  # every drawing drawn
     assert "transformer.h.11" in static
+
+
+def test_a_twelve_layer_gpt2_training_step_renders_within_seconds():
+    """A training step of GPT-2's full depth: the Fusion tab once drew each of its ~2,000-node forward and
+    backward graphs as ~350 kernel boxes, 10 s of Graphviz in a 27 s build. Kernels now collapse into
+    the modules they sit in (a backward kernel into the module whose forward it differentiates): a box
+    per block, and a reader opens a block to see its kernels, a kernel to see its ops."""
+    from explorer.collapse import OVERVIEW_LIMIT
+
+    transformers = pytest.importorskip("transformers")
+    transformers.logging.set_verbosity_error()
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=12, n_embd=64, n_head=4, vocab_size=97, n_positions=32)
+    model = transformers.GPT2LMHeadModel(config)
+
+    def loss(ids):
+        return model(ids, labels=ids).loss
+
+    view = explore(loss, torch.randint(0, 97, (1, 16)), train=True, repeats=0, kernels_for=())
+    start = time.perf_counter()
+    static = view.html()
+    _ = view.widget
+    seconds = time.perf_counter() - start
+    print(f"GPT-2 (12 layers) training views (static HTML and widget) built in {seconds:.2f} s")
+    assert seconds < 12, f"building took {seconds:.1f} s (target 5 s; measured 4-5 s on the 2-core CPU beside a job)"
+    # Every drawing drawn: the Fusion tab's overview and folded every-node picture of each large graph.
+    assert "did not lay out" not in static and "could not draw" not in static
+    fusion = view.sections["Fusion"]
+    drawings = view.drawings["Fusion"]
+    assert fusion.count('class="fxe-pic"') == sum(2 if d.collapses else 1 for d in drawings)
+    backward = next(i for i, d in enumerate(drawings) if d.title == "graph 0 (backward)")
+    for drawing in (drawings[0], drawings[backward]):
+        graph, overview = drawing.graph, drawing.boxes()
+        blocks = {f"transformer.h.{i}" for i in range(12)}
+        assert drawing.collapses and overview.drawn_count(graph) <= OVERVIEW_LIMIT < len(graph.nodes) // 10
+        assert blocks <= set(overview.module_types), drawing.title  # a box per block
+        block = ("transformer.h.11", "GPT2Block")
+        kernels = sum(1 for stack in drawing.kernel_stacks.values() if stack[1:2] == (block,))
+        assert overview.labels["transformer.h.11"] == f"transformer.h.11 (GPT2Block)\n{kernels} kernels"
+    pictures = re.findall(r'<img class="fxe-pic"[^>]*src="data:image/svg\+xml;base64,([^"]+)"', fusion)
+    assert any("graph 0 (backward): kernels collapsed by module" in base64.b64decode(p).decode() for p in pictures)
+    # The widget: pick the backward, open block 11 (its kernels appear), then one of its kernels (its ops).
+    controls = view.controls
+    controls[("Fusion", "graph")].value = backward
+    choices = [value for _, value in controls[("Fusion", "expand")].options]
+    assert "transformer.h.11" in choices and set(drawings[backward].kernel_stacks) <= set(choices)
+    controls[("Fusion", "expand")].value = ("transformer.h.11",)
+    opened = drawings[backward].boxes({"transformer.h.11"})
+    shown = set(opened.box_of.values()) - set(drawings[backward].boxes().box_of.values())
+    assert any(box not in opened.module_types for box in shown)  # the block's kernels, as boxes
+    svg = svg_of(controls[("Fusion", "drawing")].value)
+    assert all(f">{opened.labels[box].splitlines()[0]}<" in svg for box in shown)
+    assert "transformer.h.10 (GPT2Block)" in svg  # the other blocks stay shut
+    kernel = next(k for k, stack in drawings[backward].kernel_stacks.items()
+                  if k.startswith("fused_") and stack[-1][0].startswith("transformer.h.11."))
+    ops = [n for n, k in dict(drawings[backward].style)["clusters"].items() if k == kernel]
+    controls[("Fusion", "expand")].value = (kernel,)
+    svg = svg_of(controls[("Fusion", "drawing")].value)
+    assert ops and all(f">{op}<" in svg for op in ops) and "transformer.h.0 (GPT2Block)" in svg
+    # The Graph tab's overview is a box per block too.
+    assert {f"transformer.h.{i}" for i in range(12)} <= set(view.drawings["Graph"][0].boxes().module_types)
 
 
 def test_long_code_is_highlighted_quickly_and_says_the_same_text():

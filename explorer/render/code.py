@@ -23,24 +23,30 @@ from pygments.lexers import CppLexer, PythonLexer, TextLexer
 _LEXERS = {"cpp": CppLexer, "c++": CppLexer, "triton": PythonLexer, "python": PythonLexer}
 
 
-def highlight_code(source: str, language: str, marked_lines: Sequence[int] = ()) -> str:
+def highlight_code(source: str, language: str, marked_lines: Sequence[int] = (), quick: bool = False) -> str:
     """A <div><pre>...</pre></div> block; `language` is "cpp", "triton", "python" or anything (plain).
-    `marked_lines` (1-based) get the style's light yellow background."""
-    return _highlighted(source, language, tuple(marked_lines))
+    `marked_lines` (1-based) get the style's light yellow background. `quick`: our regular expression
+    even for a short text (one of hundreds in a view)."""
+    return _highlighted(source, language, tuple(marked_lines), quick)
 
 
 # Pygments is most of a large graph's render time, and the same text appears in several tabs (the
 # Stepper repeats the Graph's and the Kernels' artifacts) and again in the widget: highlight it once.
 @lru_cache(maxsize=512)
-def _highlighted(source: str, language: str, marked_lines: tuple[int, ...]) -> str:
+def _highlighted(source: str, language: str, marked_lines: tuple[int, ...], quick: bool = False) -> str:
     language = language.lower()
-    if not marked_lines and language in _QUICK and source.count("\n") >= QUICK_ABOVE_LINES:
+    if not marked_lines and language in _QUICK and (quick or source.count("\n") >= QUICK_ABOVE_LINES):
         return _quick_highlighted(source, language)
     lexer = _LEXERS.get(language.lower(), TextLexer)()
+    return f'<div class="fxe-code">{highlight(source, lexer, _formatter(marked_lines))}</div>'
+
+
+# Making a formatter builds its style sheet: a tenth of a second over a GPT-2's hundreds of short texts.
+@lru_cache(maxsize=16)
+def _formatter(marked_lines: tuple[int, ...]) -> HtmlFormatter:
     # noclasses: the colours travel with the markup, into widgets, notebooks and standalone pages alike.
-    formatter = HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0",
-                              hl_lines=list(marked_lines))
-    return f'<div class="fxe-code">{highlight(source, lexer, formatter)}</div>'
+    return HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0",
+                         hl_lines=list(marked_lines))
 
 
 # ---- long texts: one regular expression ----------------------------------------------------------------

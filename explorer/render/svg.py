@@ -1,6 +1,7 @@
 """DOT text -> a picture, with Graphviz's `dot` executable.
 
     html = dot_to_svg(captured.to_dot())      # <img src="data:image/svg+xml;base64,..."> at natural size
+    start_layout(big_dot)                     # laid out in the background; dot_to_svg(big_dot) waits for it
 
 Pictures are SVG embedded as an image data URI, never inline `<svg>`: JupyterLab strips inline SVG
 (and `<style>`) from the HTML output of an untrusted notebook, but keeps `<img>` with a data URI.
@@ -12,9 +13,11 @@ from __future__ import annotations
 
 import base64
 import html
+import os
 import re
 import shutil
 import subprocess
+from concurrent.futures import Future, ThreadPoolExecutor
 from functools import lru_cache
 
 _POINTS = {"pt": 96 / 72, "px": 1.0, "in": 96.0}
@@ -22,7 +25,39 @@ _POINTS = {"pt": 96 / 72, "px": 1.0, "in": 96.0}
 
 def dot_to_svg(dot: str, alt: str = "graph") -> str:
     """An <img> of the rendered graph at its natural size (put it in a scrolling pane: fxe-graph)."""
-    return _dot_to_svg(dot, alt)
+    started = _LAYOUTS.get((dot, alt))
+    if started is not None and not started.cancel():  # a picture still waiting its turn is drawn now
+        return started.result()
+    done: Future = Future()
+    done.set_result(_dot_to_svg(dot, alt))
+    _keep(dot, alt, done)
+    return done.result()
+
+
+def start_layout(dot: str, alt: str = "graph") -> None:
+    """Start laying `dot` out in the background: `dot_to_svg` of the same text later waits for it. A
+    GPT-2's every-node drawings take Graphviz a second or two, while the other tabs render in Python."""
+    if (dot, alt) not in _LAYOUTS:
+        _keep(dot, alt, _background().submit(_dot_to_svg, dot, alt))
+
+
+# The widget draws again what the static HTML drew (the first picture of a collapsible drawing): the
+# latest pictures are kept, laid out or being laid out.
+_LAYOUTS: dict[tuple[str, str], Future] = {}
+_KEPT = 64
+
+
+def _keep(dot: str, alt: str, future: Future) -> None:
+    _LAYOUTS.pop((dot, alt), None)
+    if len(_LAYOUTS) >= _KEPT:
+        del _LAYOUTS[next(iter(_LAYOUTS))]
+    _LAYOUTS[(dot, alt)] = future
+
+
+@lru_cache(maxsize=1)
+def _background() -> ThreadPoolExecutor:
+    # Graphviz runs as its own process; a thread only waits for it. Leave a core to the Python rendering.
+    return ThreadPoolExecutor(max_workers=max(1, min(4, (os.cpu_count() or 2) - 1)), thread_name_prefix="dot")
 
 
 # Graphviz lays a graph out in ranks, orders each rank, then places nodes left to right by network simplex.
@@ -33,8 +68,6 @@ NSLIMIT = 5
 DOT_SECONDS = 20.0
 
 
-# The widget draws again what the static HTML drew (the first picture of a collapsible drawing).
-@lru_cache(maxsize=64)
 def _dot_to_svg(dot: str, alt: str) -> str:
     executable = shutil.which("dot")
     if executable is None:

@@ -1,4 +1,7 @@
 """Fusion view: the primitive graph with its nodes boxed and coloured by the kernel that computes them.
+A large graph is drawn collapsed: its kernels in boxes of the modules they sit in (a GPT-2 training
+step's forward and backward: a box per block); the widget opens a module to its kernels, a kernel to
+its ops (explorer/collapse.py).
 
 Provenance: every FusionGroup lists `origins`, the FX node names of the primitive (ATen) graph it
 computes, so each kernel can be drawn as a cluster around its source ops.
@@ -9,9 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler_core.session import GraphRecord
-from explorer.collapse import Drawing
+from explorer.collapse import COLLAPSE_ABOVE, Drawing, kernel_boxes, kernel_stacks, open_largest
 from explorer.exploration import Exploration
-from explorer.hierarchy import ModuleGroup, NodeRow, module_tree, node_rows
+from explorer.hierarchy import ModuleGroup, NodeRow, common_stack, module_tree, node_rows, recorded_stack
 from explorer.profiling import is_copy
 from explorer.render.html import Markup, details, esc, message, plural, table
 from explorer.views.graph import drawing_html
@@ -47,6 +50,10 @@ def render_record(record: GraphRecord, title: str) -> str:
         f"<p>{plural(schedule.kernel_count, 'kernel')}{copy_note} from {plural(len(record.loops.nodes), 'loop node')}. "
         "Ops in one box run in one kernel: their intermediate values stay in registers.</p>",
     ]
+    if record.part == "backward" and any(drawing.kernel_stacks.values()):
+        parts.append('<p class="fxe-note">A backward kernel sits in the module whose forward ops it differentiates '
+                     "(AOTAutograd records their module on each gradient op; sums of gradients record none and "
+                     "go with the rest of their kernel).</p>")
     parts.append(drawing_html(drawing))
     tree = kernel_tree(record)
     if tree.children:
@@ -82,12 +89,17 @@ def render_record(record: GraphRecord, title: str) -> str:
 
 
 def kernel_drawing(record: GraphRecord, title: str) -> Drawing:
-    """The primitive graph boxed (and coloured) by kernel; large graphs collapse to a box per kernel."""
+    """The primitive graph boxed (and coloured) by kernel. A large graph collapses to a box per kernel,
+    and its kernels to a box per module while there are too many to draw: GPT-2 a box per block."""
+    graph = record.prims.graph_module.graph
     clusters, colors = kernel_clusters(record)
+    stacks = kernel_stacks(graph, clusters)
+    modules = tuple(dict.fromkeys(path for stack in stacks.values() for path, _ in stack))
     kernels = tuple(dict.fromkeys(clusters.values()))
+    overview = (open_largest(graph, lambda expanded: kernel_boxes(graph, clusters, stacks, expanded))
+                if len(graph.nodes) > COLLAPSE_ABOVE else frozenset())
     style = (("labels", record.prims.node_prims), ("clusters", clusters), ("colors", colors))
-    return Drawing(title, record.prims.graph_module.graph, kernels, frozenset(), "kernel",
-                   style)
+    return Drawing(title, graph, modules + kernels, overview, "kernel", style, stacks)
 
 
 @dataclass(frozen=True)
@@ -103,28 +115,18 @@ class KernelItem:
 
 
 def kernel_tree(record: GraphRecord) -> ModuleGroup:
-    """Kernels placed in the innermost module that holds every op they compute."""
+    """Kernels placed in the innermost module that holds every op they compute (as the drawing places
+    them: ops that record no module, such as a backward's gradient sums, left out)."""
+    graph = record.prims.graph_module.graph
     clusters, _ = kernel_clusters(record)
-    rows = {row.name: (row, stack) for row, stack in node_rows(record.prims.graph_module.graph, clusters,
-                                                                 record.prims.node_prims)}
+    rows = {row.name: row for row, _ in node_rows(graph, clusters, record.prims.node_prims)}
+    nodes = {node.name: node for node in graph.nodes}
     items = []
     for group in record.schedule.groups:
-        ops = [rows[o] for o in group.origins if o in rows]
-        items.append((KernelItem(group.name, group_kind(record, group), tuple(r for r, _ in ops)),
-                      _common_prefix([stack for _, stack in ops])))
+        ops = [o for o in group.origins if o in rows]
+        items.append((KernelItem(group.name, group_kind(record, group), tuple(rows[o] for o in ops)),
+                      common_stack(recorded_stack(nodes[o]) for o in ops)))
     return module_tree(items)
-
-
-def _common_prefix(stacks: list[tuple]) -> tuple:
-    if not stacks:
-        return ()
-    common = stacks[0]
-    for stack in stacks[1:]:
-        size = 0
-        while size < min(len(common), len(stack)) and common[size] == stack[size]:
-            size += 1
-        common = common[:size]
-    return common
 
 
 def kernel_outline_html(tree: ModuleGroup) -> str:

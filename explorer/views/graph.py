@@ -10,7 +10,7 @@ from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, graph_tree, module_clusters
 from explorer.render.code import highlight_code
 from explorer.render.html import Markup, details, esc, plural, table
-from explorer.render.svg import dot_to_svg
+from explorer.render.svg import dot_to_svg, start_layout
 
 OPEN_BELOW = 40  # outlines of graphs with fewer nodes start open
 
@@ -57,13 +57,26 @@ def drawing_html(drawing: Drawing) -> str:
     graph = drawing.graph
     if not drawing.collapses:
         return DRAWING_START + picture_pane(drawing.dot(), drawing.title) + DRAWING_END
-    what = "a collapsed module" if drawing.kind == "module" else "one kernel"
-    note = (f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {drawing.boxes().drawn_count(graph)} '
-            f"shapes: a double-bordered box is {what} (its ops counted; the widget expands it). Every node is "
-            "drawn below, folded.</p>")
+    boxes = drawing.overview_boxes
+    if drawing.kind == "module":
+        what = "a collapsed module (its ops counted)"
+    elif boxes.module_types:
+        what = "a module (its kernels counted) or one kernel (its ops counted)"
+    else:
+        what = "one kernel (its ops counted)"
+    note = (f'<p class="fxe-note">{plural(len(graph.nodes), "node")} drawn as {boxes.drawn_count(graph)} '
+            f"shapes: a double-bordered box is {what}, and the widget expands it. Every node is drawn below, "
+            "folded.</p>")
     full = details(f"every node ({plural(len(graph.nodes), 'node')}, boxed by {drawing.kind}; the pane scrolls)",
                    picture_pane(drawing.dot(every_node=True), drawing.title))
     return DRAWING_START + note + picture_pane(drawing.dot(), drawing.title) + full + DRAWING_END
+
+
+def start_drawing(drawing: Drawing) -> None:
+    """Start Graphviz on the largest picture `drawing_html` shows (every node, folded) so it is laid out
+    while other tabs render; `drawing_html` picks it up."""
+    if drawing.collapses:
+        start_layout(drawing.dot(every_node=True), drawing.title)
 
 
 def picture_pane(dot: str, alt: str) -> str:

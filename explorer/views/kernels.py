@@ -44,8 +44,11 @@ def render(exp: Exploration) -> str:
         if len(kernels) > FOLD_ABOVE:
             parts.append(f'<p class="fxe-note">{plural(len(kernels), "kernel")}: each folded under its name '
                          "(the widget's kernel picker shows one at a time).</p>")
+        # Hundreds of folded kernels: Pygments took 1.3 s of a 12-layer GPT-2 training step's views on them.
+        # The quick highlighter colours the same keywords, numbers and comments; the picker uses Pygments.
+        quick = len(kernels) > FOLD_ABOVE
         for kernel in kernels:
-            shown = render_kernel(kernel, checks.get(kernel.name), prov)
+            shown = render_kernel(kernel, checks.get(kernel.name), prov, quick=quick)
             parts.append(details(f"{kernel.name}: {kernel_summary(kernel)}", shown) if len(kernels) > FOLD_ABOVE
                          else shown)
         if backend == exp.backend:
@@ -63,7 +66,8 @@ def kernel_summary(kernel: KernelSource) -> str:
     return f"{kernel.kind}, {plural(len(kernel.source.splitlines()), 'line')}, computes {origins or '-'}"
 
 
-def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, prov: Optional[Provenance] = None) -> str:
+def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, prov: Optional[Provenance] = None,
+                  quick: bool = False) -> str:
     facts = [f"{kernel.kind} kernel", f"computes {', '.join(kernel.origins) or '-'}"]
     if kernel.grid:
         facts.append(f"grid {kernel.grid}")
@@ -72,12 +76,14 @@ def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, pro
     # Each line's FX nodes in a comment column, folded under the source as it runs: readable in static
     # HTML, where nothing can be clicked.
     annotated = (details(f"{kernel.name} with the FX nodes of each line",
-                         highlight_code(kernel.annotated(), kernel.backend)) if kernel.line_origins else "")
+                         highlight_code(kernel.annotated(), kernel.backend, quick=quick))
+                 if kernel.line_origins else "")
     # The kernel IR the source was printed from: space, the plan passes' decisions, each pass over memory.
     plan = (details(f"{kernel.name}: kernel plan (the IR both code generators print)",
                     highlight_code(kernel.plan.pretty(), "plain")) if kernel.plan is not None else "")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
-            + (_check_line(check) if check is not None else "") + highlight_code(kernel.source, kernel.backend)
+            + (_check_line(check) if check is not None else "")
+            + highlight_code(kernel.source, kernel.backend, quick=quick)
             + annotated + plan + passes_html(kernel) + (_origins_table(kernel, prov) if prov is not None else ""))
 
 
