@@ -97,79 +97,69 @@ def _odd_sign(degree: torch.Tensor, value: Any) -> torch.Tensor:
     return torch.where(degree % 2 == 0, value, -value)
 
 
-def chebyshev_t(x: torch.Tensor, n: Any, shifted: bool = False) -> Any:
-    ops = _operands(x, n)
-    if ops is None:
-        return NotImplemented
-    x, degree, nf = ops
-    y = x + x - 1.0 if shifted else x
-    closed = (degree > 6) & (y.abs() < 1.0)
-    if shifted:
-        ends = [(x == 1.0, 1.0), (x == 0.0, _odd_sign(degree, 1.0))]
-    else:
-        ends = [(x.abs() == 1.0, torch.where((x > 0.0) | (degree % 2 == 0), 1.0, -1.0))]
-    cases = ends + [(closed, torch.cos(nf * torch.acos(y)))]
-    used = ~(closed | ends[0][0] | (ends[1][0] if shifted else False))
-    return _finish(degree, cases, y, _stepped(y, degree, y, _CHEBYSHEV, used))
+def _chebyshev(closed_above: tuple[int, int], first: Callable, closed_form: Callable, ends: Callable) -> Callable:
+    """One Chebyshev kind, plain and shifted (y = 2x - 1): eager's ends (per x: `ends(x, degree, nf,
+    shifted)`, a list of (where, value)), then for |y| < 1 above degree `closed_above[shifted]` its
+    trigonometric form (`closed_form(y, x, degree, nf, shifted)`), then n == 0, n == 1 (`first(y)`) and
+    the recurrence 2y P_k - P_{k-1}."""
+
+    def kind(x: torch.Tensor, n: Any, shifted: bool = False) -> Any:
+        ops = _operands(x, n)
+        if ops is None:
+            return NotImplemented
+        x, degree, nf = ops
+        y = x + x - 1.0 if shifted else x
+        closed = (degree > closed_above[shifted]) & (y.abs() < 1.0)
+        cases = ends(x, degree, nf, shifted) + [(closed, closed_form(y, x, degree, nf, shifted))]
+        used = ~closed
+        for at, _ in cases[:-1]:
+            used = used & ~at
+        start = first(y)
+        return _finish(degree, cases, start, _stepped(y, degree, start, _CHEBYSHEV, used))
+
+    return kind
 
 
-def chebyshev_u(x: torch.Tensor, n: Any, shifted: bool = False) -> Any:
-    ops = _operands(x, n)
-    if ops is None:
-        return NotImplemented
-    x, degree, nf = ops
-    y = x + x - 1.0 if shifted else x
-    closed = (degree > (6 if shifted else 8)) & (y.abs() < 1.0)
+def _signed_ends(one: Callable, minus_one: Callable) -> Callable:
+    """Eager's ends: plain, x = 1 and x = -1 (|x| == 1); shifted, x = 1 and x = 0 (y = -1)."""
+
+    def ends(x: torch.Tensor, degree: torch.Tensor, nf: torch.Tensor, shifted: bool) -> list:
+        if shifted:
+            return [(x == 1.0, one(degree, nf)), (x == 0.0, minus_one(degree, nf))]
+        return [(x.abs() == 1.0, torch.where(x > 0.0, one(degree, nf), minus_one(degree, nf)))]
+
+    return ends
+
+
+def _u_form(y, x, degree, nf, shifted):
     angle = torch.acos(y)
     sine = torch.sin(angle)
-    trig = torch.where(sine != 0.0, torch.sin((nf + 1.0) * angle) / sine,
+    return torch.where(sine != 0.0, torch.sin((nf + 1.0) * angle) / sine,
                        (nf + 1.0) * torch.cos((nf + 1.0) * angle) / y)
-    if shifted:
-        ends = [(x == 1.0, nf + 1.0), (x == 0.0, _odd_sign(degree, nf + 1.0))]
-    else:
-        ends = [(x.abs() == 1.0, torch.where((x > 0.0) | (degree % 2 == 0), nf + 1.0, -(nf + 1.0)))]
-    first = y + y
-    used = ~(closed | ends[0][0] | (ends[1][0] if shifted else False))
-    return _finish(degree, ends + [(closed, trig)], first, _stepped(y, degree, first, _CHEBYSHEV, used))
 
 
-def chebyshev_v(x: torch.Tensor, n: Any, shifted: bool = False) -> Any:
-    ops = _operands(x, n)
-    if ops is None:
-        return NotImplemented
-    x, degree, nf = ops
-    y = x + x - 1.0 if shifted else x
-    closed = (degree > (6 if shifted else 8)) & (y.abs() < 1.0)
+def _v_form(y, x, degree, nf, shifted):
     angle = torch.acos(y)
-    trig = torch.where(torch.sin(angle / 2.0) != 1.0, torch.cos((nf + 0.5) * angle) / torch.cos(angle / 2.0),
+    return torch.where(torch.sin(angle / 2.0) != 1.0, torch.cos((nf + 0.5) * angle) / torch.cos(angle / 2.0),
                        _odd_sign(degree, nf + nf + 1.0))
-    if shifted:
-        ends = [(x == 1.0, 1.0), (x == 0.0, _odd_sign(degree, nf + nf + 1.0))]
-    else:
-        ends = [(x.abs() == 1.0, torch.where(x > 0.0, 1.0, _odd_sign(degree, nf + nf + 1.0)))]
-    first = y + y - 1.0
-    used = ~(closed | ends[0][0] | (ends[1][0] if shifted else False))
-    return _finish(degree, ends + [(closed, trig)], first, _stepped(y, degree, first, _CHEBYSHEV, used))
 
 
-def chebyshev_w(x: torch.Tensor, n: Any, shifted: bool = False) -> Any:
-    ops = _operands(x, n)
-    if ops is None:
-        return NotImplemented
-    x, degree, nf = ops
-    y = x + x - 1.0 if shifted else x
-    closed = (degree > (4 if shifted else 8)) & (y.abs() < 1.0)
+def _w_form(y, x, degree, nf, shifted):
     angle = torch.acos(y)
     at_one = (x > 0.0) if not shifted else torch.zeros_like(x, dtype=torch.bool)
-    trig = torch.where(torch.cos(angle / 2.0) != 1.0, torch.sin((nf + 0.5) * angle) / torch.sin(angle / 2.0),
+    return torch.where(torch.cos(angle / 2.0) != 1.0, torch.sin((nf + 0.5) * angle) / torch.sin(angle / 2.0),
                        torch.where(at_one, nf + nf + 1.0, _odd_sign(degree, 1.0)))
-    if shifted:
-        ends = [(x == 1.0, nf + nf + 1.0), (x == 0.0, _odd_sign(degree, 1.0))]
-    else:
-        ends = [(x.abs() == 1.0, torch.where(x > 0.0, nf + nf + 1.0, _odd_sign(degree, 1.0)))]
-    first = y + y + 1.0
-    used = ~(closed | ends[0][0] | (ends[1][0] if shifted else False))
-    return _finish(degree, ends + [(closed, trig)], first, _stepped(y, degree, first, _CHEBYSHEV, used))
+
+
+# At y = -1 each kind is +-1, +-(n + 1) or +-(2n + 1) by the degree's parity, or 1; at y = 1 its own value.
+chebyshev_t = _chebyshev((6, 6), lambda y: y, lambda y, x, degree, nf, shifted: torch.cos(nf * torch.acos(y)),
+                         _signed_ends(lambda degree, nf: 1.0, lambda degree, nf: _odd_sign(degree, 1.0)))
+chebyshev_u = _chebyshev((8, 6), lambda y: y + y, _u_form,
+                         _signed_ends(lambda degree, nf: nf + 1.0, lambda degree, nf: _odd_sign(degree, nf + 1.0)))
+chebyshev_v = _chebyshev((8, 6), lambda y: y + y - 1.0, _v_form,
+                         _signed_ends(lambda degree, nf: 1.0, lambda degree, nf: _odd_sign(degree, nf + nf + 1.0)))
+chebyshev_w = _chebyshev((8, 4), lambda y: y + y + 1.0, _w_form,
+                         _signed_ends(lambda degree, nf: nf + nf + 1.0, lambda degree, nf: _odd_sign(degree, 1.0)))
 
 
 def _hermite(coefficients: Sequence[float], doubled: bool) -> Callable:
