@@ -11,6 +11,7 @@ PyTorch instead (recorded as `fallback_reason`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import os
@@ -23,6 +24,7 @@ from typing import Any, Callable, Optional
 import torch
 
 from compiler_core import _compat, per_size
+from compiler_core.autodiff.artifacts import Partition
 from compiler_core.autodiff.joint import joint_graph
 from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
@@ -299,17 +301,18 @@ class CompiledFunction:
                           session: CompileSession) -> Callable:
         # The same user code as the forward, its own ATen graph.
         record.backward = GraphRecord(captured=record.captured, part="backward")
-        compiled = self._compile_aten(gm, example_inputs, record.backward, session)
+        compiled = self._compile_aten(gm, example_inputs, record.backward, session,
+                                      _released_backward_inputs(gm, record.partition))
         # The autograd engine runs the backward from the user's frame (their `loss.backward()`), where
         # Dynamo's frame callback may be active. The forward needs no wrapper (and pays none per call):
         # Dynamo calls every compiled graph through its own torch.compiler.disable.
         return _compat.boxed(_outside_dynamo(compiled))
 
     def _compile_aten(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
-                      session: CompileSession) -> Callable:
+                      session: CompileSession, released_inputs: frozenset = frozenset()) -> Callable:
         record.aten_graph = gm
         try:
-            return compile_aten_graph(gm, example_inputs, record, self.options)
+            return compile_aten_graph(gm, example_inputs, record, self.options, released_inputs)
         except Exception as exc:  # noqa: BLE001
             if not self.options.fallback:
                 raise
@@ -363,15 +366,24 @@ def _outside_dynamo(fn: Callable) -> Callable:
     return torch.compiler.disable(fn, reason="fcompile's compiler and runtime are not traced")
 
 
+def _released_backward_inputs(gm: torch.fx.GraphModule, partition: Optional[Partition]) -> frozenset:
+    """The backward's inputs only autograd holds: incoming gradients and saved activations (not the
+    saved parameters or views of them, which the caller keeps)."""
+    activations = {s.name for s in partition.saved if s.kind == "activation"} if partition is not None else set()
+    return frozenset(n.name for n in gm.graph.find_nodes(op="placeholder")
+                     if n.name.startswith("tangents") or n.name in activations)
+
+
 def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
-                       options: Options) -> Callable:
-    """The stages after AOT tracing: each artifact lands on `record` as soon as it exists."""
+                       options: Options, released_inputs: frozenset = frozenset()) -> Callable:
+    """The stages after AOT tracing: each artifact lands on `record` as soon as it exists.
+    `released_inputs`: graph inputs nobody but this program holds (LoopGraph.released_inputs)."""
     backend = _choose_backend(options.backend, example_inputs, gm)
     timer = _StageTimer(record)
     with timer("decomp"):
         record.prims = to_prim_graph(gm)
     with timer("lower"):
-        record.loops = lower(record.prims)
+        record.loops = dataclasses.replace(lower(record.prims), released_inputs=released_inputs)
     with timer("schedule"):
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
         record.loops, record.schedule = schedule_with_epilogues(record.loops, fusion=options.fusion)

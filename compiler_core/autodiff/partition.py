@@ -24,7 +24,8 @@ from compiler_core.autodiff import budget as budgets
 from compiler_core.autodiff.artifacts import JointGraph, Partition, SavedTensor
 from compiler_core.autodiff.cse import merge_duplicates
 from compiler_core.autodiff.joint import analyse, is_primal, is_tangent
-from compiler_core.autodiff.rules import is_random, is_view, recompute_bans, value_bytes
+from compiler_core.autodiff.placement import own_copies_for_gradients, place_recomputation_late
+from compiler_core.autodiff.rules import held_by_caller, is_random, recompute_bans, value_bytes
 
 Node = torch.fx.Node
 
@@ -55,6 +56,8 @@ def partition_joint(joint: JointGraph, activation_budget: float = 1.0,
     recomputed = tuple(n.name for n in backward.graph.nodes
                        if n.op == "call_function" and n.name in forward_names and n.name not in saved_names
                        and n.target is not operator.getitem)
+    recomputed += own_copies_for_gradients(backward, set(recomputed))
+    place_recomputation_late(backward, set(recomputed))
     notes = []
     if merged:
         notes.append(f"merged {merged} duplicate nodes of the joint graph before the cut (the backward's "
@@ -84,14 +87,7 @@ def _saved_tensor(node: Node) -> SavedTensor:
     val = node.meta["val"]
     shape = tuple(_compat.size_hint(s) for s in val.shape)
     dtype = str(val.dtype).replace("torch.", "")
-    return SavedTensor(node.name, shape, dtype, value_bytes(node), "input" if _is_input(node) else "activation")
-
-
-def _is_input(node: Node) -> bool:
-    """A primal or a view of one (a transposed weight): held by the caller, no new memory."""
-    while node.op == "call_function" and is_view(node) and node.args and isinstance(node.args[0], Node):
-        node = node.args[0]
-    return is_primal(node)
+    return SavedTensor(node.name, shape, dtype, value_bytes(node), "input" if held_by_caller(node) else "activation")
 
 
 def fallback_partition(joint_module: torch.fx.GraphModule, joint_inputs: object, num_fwd_outputs: int, reason: str,

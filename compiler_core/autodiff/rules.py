@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from compiler_core import _compat
-from compiler_core.autodiff.joint import JointFacts
+from compiler_core.autodiff.joint import JointFacts, is_primal
 
 aten = torch.ops.aten
 Node = torch.fx.Node
@@ -144,6 +144,13 @@ def _is_prim(target: object) -> bool:
 
 def _is_pointwise(target: object) -> bool:
     return torch.Tag.pointwise in getattr(target, "tags", ())
+
+
+def held_by_caller(node: Node) -> bool:
+    """A primal or a view of one (a transposed weight): held by the caller, no new memory to save."""
+    while node.op == "call_function" and is_view(node) and node.args and isinstance(node.args[0], Node):
+        node = node.args[0]
+    return is_primal(node)
 
 
 def value_bytes(node: Node) -> int:

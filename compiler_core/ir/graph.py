@@ -180,6 +180,10 @@ class LoopGraph:
     # FX node name -> its value: a ViewRef, a tuple of them, or a Python scalar.  Kept so the
     # runtime's kernel check (runtime/check.py) can find each FX node's tensor in the host program.
     values: dict = field(default_factory=dict, compare=False)
+    # Graph inputs nobody else holds (a backward's saved activations and its incoming gradients): once
+    # the host program drops them after their last use, their memory is free. Every other input (a
+    # parameter, the user's tensor) is held by the caller whatever we do. The memory order reads this.
+    released_inputs: frozenset = field(default_factory=frozenset, compare=False)
 
     def node(self, name: str) -> LoopNode:
         return self._node_by_name[name]

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.values import Load, walk
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
-from compiler_core.schedule.horizontal import fuse_horizontally
+from compiler_core.schedule.horizontal import fuse_horizontally, renumbered
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
+from compiler_core.schedule.memory_order import GraphMemory, memory_order, memory_profile
 
 SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairwise; more: neighbours only
 
@@ -43,7 +44,19 @@ def schedule(graph: LoopGraph, fusion: bool = True) -> Schedule:
     `fusion=False`: one group per node; each candidate pair is still evaluated and logged, legal or
     not, with FUSION_OFF before its reason, never taken (and nothing is merged horizontally)."""
     scheduled = _Scheduler(graph, fusion).run()
-    return fuse_horizontally(graph, scheduled, kernel_name) if fusion else scheduled
+    if fusion:
+        scheduled = fuse_horizontally(graph, scheduled, kernel_name)
+    return ordered_for_memory(graph, scheduled)
+
+
+def ordered_for_memory(graph: LoopGraph, sched: Schedule) -> Schedule:
+    """`sched` with its steps in the order of lowest simulated memory peak (memory_order.py); the
+    kernels are renamed so their numbers follow the new order."""
+    order, _ = memory_order(graph, [(g.nodes, g.materialized) for g in sched.groups])
+    if order == list(range(len(sched.groups))):
+        return sched
+    groups = tuple(renumbered(sched.groups[i], position, graph, kernel_name) for position, i in enumerate(order))
+    return Schedule(groups=groups, decisions=sched.decisions)
 
 
 class _Scheduler:
@@ -79,11 +92,17 @@ class _Scheduler:
         self.plan_verdicts: dict[tuple[tuple[str, ...], Space], str | None] = {}
         self.recomputed: dict = {}  # kernel_plan.build_kernel_plan's cache of producers recomputed at a load
         self.merged_space: dict[tuple[int, int], Space] = {}  # legal pair -> the fused kernel's space
+        self._profile = None
+        self._producers = {}
+        self._memory: GraphMemory | None = None  # memory_order's facts of the graph, made when first needed
+        self._written: dict[tuple[str, ...], tuple[str, ...]] = {}  # members -> buffers the group writes
 
     # ---- main loop ----------------------------------------------------------------------
     def run(self) -> Schedule:
         while True:
             self._compact()
+            self._profile = None  # memory_order's profile of this round's groups, made when first needed
+            self._producers: dict[int, set[int]] = {}
             legal = []
             self.merged_space.clear()
             for a, b in self._candidate_pairs():
@@ -179,7 +198,13 @@ class _Scheduler:
         self.merged_space[(id(a), id(b))] = space
         saved = self._bytes_saved(a, b)
         kinds = "+".join(sorted({a.kind, b.kind}))
-        linked = any(r in b.members for m in a.members for r in self.readers.get(m, ()))
+        linked = (any(r in b.members for m in a.members for r in self.readers.get(m, ()))
+                  or any(r in a.members for m in b.members for r in self.readers.get(m, ())))
+        if self.fusion:
+            refusal = self._memory_refusal(a, b)
+            if refusal is not None:
+                self.merged_space.pop((id(a), id(b)))
+                return verdict(False, refusal)
         relation = "" if linked else "; siblings sharing an input"
         other = b.space if space == a.space else a.space
         if other == space or other.is_reduction or space.is_reduction and other.x == space.x:
@@ -189,6 +214,72 @@ class _Scheduler:
         else:  # a broadcast or a slice: the other group's values are recomputed where they are read
             how = f"one iteration space ({space.describe()}; {other.describe()} recomputed where it is read)"
         return verdict(True, f"{how}, {kinds}{relation}", saved)
+
+    def _memory_refusal(self, a: _Group, b: _Group) -> str | None:
+        """Why two groups may not share a kernel for memory's sake, or None.
+
+        The fused kernel waits for both groups' inputs, so the outputs of the one that could run
+        earlier are born next to whatever the other's inputs hold alive. A backward's recomputed GELU
+        output fused with the GELU's gradient (both read the saved pre-activation) is made after the
+        matmul producing the incoming gradient, so three 8 MiB tensors live at once where, apart, the
+        recomputation and the weight-gradient matmul reading it finish first.
+
+        Estimated on the memory order of this round's groups (memory_order.py, computed once a
+        round): group X's outputs read outside the pair, made where Y runs, are added to what Y's
+        step holds; refused when that is above the round's peak. Only where it can happen: X writes
+        such outputs and Y waits for a producer X does not wait for."""
+        producers = {id(g): self._producer_groups(g) - {id(a), id(b)} for g in (a, b)}
+        if producers[id(a)] == producers[id(b)]:
+            return None  # neither waits for anything the other does not
+        outside = self._materialized(a.members + b.members)
+        if not outside:
+            return None
+        for x, y in ((a, b), (b, a)):
+            delayed = [self.nodes[m].output.name for m in x.members if self.nodes[m].output.name in outside]
+            if not delayed or not producers[id(y)] - producers[id(x)]:
+                continue
+            profile, index = self._round_profile()
+            if profile.position[index[id(x)]] > profile.position[index[id(y)]]:
+                continue  # x runs after y already: merging delays nothing of x's
+            extra = sum(self.buffer_bytes.get(name, 0) for name in delayed)
+            held = profile.held[index[id(y)]] + extra
+            if held > profile.peak:
+                return (f"memory: fusing would raise the memory peak from {_mib(profile.peak)} to about "
+                        f"{_mib(held)}: the fused kernel waits for {self._first_extra(x, y)}, so "
+                        f"{', '.join(delayed[:3])} ({_mib(extra)}) would be made while its inputs are alive")
+        return None
+
+    def _first_extra(self, x: _Group, y: _Group) -> str:
+        mine = self._producer_groups(x)
+        for m in y.members:
+            for b in self.nodes[m].input_buffers:
+                p = self.producer_of.get(b)
+                if p is not None and id(self.group_of[p]) not in mine and self.group_of[p] not in (x, y):
+                    return b
+        return "the other group's inputs"
+
+    def _producer_groups(self, g: _Group) -> set[int]:
+        """Ids of the groups `g` reads from (cached for the round: groups change only by merging)."""
+        if id(g) not in self._producers:
+            self._producers[id(g)] = {id(self.group_of[self.producer_of[b]]) for m in g.members
+                                      for b in self.nodes[m].input_buffers if b in self.producer_of}
+        return self._producers[id(g)]
+
+    def _round_profile(self):
+        if self._profile is None:
+            groups = self.groups
+            if self._memory is None:
+                self._memory = GraphMemory.of(self.graph)
+            self._profile = (memory_profile(self._memory, [self._step(g.members, g.kind) for g in groups]),
+                             {id(g): i for i, g in enumerate(groups)})
+        return self._profile
+
+    def _step(self, members: list[str], kind: str) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        key = tuple(members)
+        if key not in self._written:  # a group's writes depend on its members alone
+            self._written[key] = tuple([self.nodes[m].output.name for m in members] if kind == "extern"
+                                       else sorted(self._materialized(members)))
+        return key, self._written[key]
 
     def _plan_refusal(self, members: list[str], space: Space) -> str | None:
         key = (tuple(members), space)
@@ -362,6 +453,10 @@ class _Scheduler:
         internal = tuple(n.output.name for n in nodes if n.output.name not in writes)
         return FusionGroup(name=name, kind=g.kind, nodes=tuple(g.members), x_ranges=g.space.x,
                            r_ranges=g.space.r, materialized=writes, internal=internal, origins=origins)
+
+
+def _mib(nbytes: int) -> str:
+    return f"{nbytes / 2**20:.1f} MiB" if nbytes >= 2**20 else f"{nbytes / 2**10:.1f} KiB"
 
 
 def _reduction_mismatch(a: Space, b: Space) -> str:

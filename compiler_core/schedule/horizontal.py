@@ -65,7 +65,7 @@ def fuse_horizontally(graph: LoopGraph, sched: Schedule, kernel_name) -> Schedul
     kept = [g for g in groups if g.name not in replaced]
     kept += list({id(g): g for g in replaced.values()}.values())
     ordered = _topological(graph, kept)
-    renamed = tuple(_renamed(g, i, graph, kernel_name) for i, g in enumerate(ordered))
+    renamed = tuple(renumbered(g, i, graph, kernel_name) for i, g in enumerate(ordered))
     return Schedule(groups=renamed, decisions=tuple(decisions))
 
 
@@ -170,7 +170,8 @@ def _topological(graph: LoopGraph, groups: list[FusionGroup]) -> list[FusionGrou
     return out
 
 
-def _renamed(g: FusionGroup, index: int, graph: LoopGraph, kernel_name) -> FusionGroup:
+def renumbered(g: FusionGroup, index: int, graph: LoopGraph, kernel_name) -> FusionGroup:
+    """`g` named by `kernel_name` (fusion.py's) for its position `index` in the schedule."""
     if g.kind == "extern":
         return g
     name = kernel_name([graph.node(n) for n in g.nodes], index)
