@@ -94,6 +94,29 @@ def copy_bandwidth_GBps(device: str, repeats: int = 20) -> float:
     return 2 * nbytes / (ms * 1e-3) / 1e9
 
 
+def peak_cpu_bytes(fn: Callable[[], object]) -> int | None:
+    """Bytes allocated above the starting level at the peak of one call on the CPU (outputs included),
+    from PyTorch's CPU allocator as its profiler reports it (every allocation and free with its
+    size); None where this torch's profiler does not give them. Frees of memory allocated before the
+    call (a previous step's gradients) are not reported, so a call that drops them counts high;
+    every contender runs the same step, so they are counted alike."""
+    from torch.profiler import ProfilerActivity, profile
+
+    try:
+        with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
+            out = fn()
+        events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
+                        if e.name() == "[memory]")
+    except Exception:  # noqa: BLE001 - a private structure of the profiler: no figure is the safe answer
+        return None
+    del out
+    level = peak = 0
+    for _, nbytes in events:
+        level += nbytes
+        peak = max(peak, level)
+    return int(peak)
+
+
 def peak_cuda_bytes(fn: Callable[[], object]) -> int:
     """Bytes allocated above the starting level at the peak of one call (outputs included)."""
     torch.cuda.synchronize()
