@@ -29,8 +29,8 @@ def own_copies_for_gradients(backward: torch.fx.GraphModule, recomputed: set[str
     is born when the gradient's other input (the incoming gradient, a matmul's result) is already
     alive. With a copy each, the scheduler may run the recomputation, and the weight-gradient matmul
     reading it, first, or fuse the two anyway (a kernel computes one expression once) where memory
-    does not suffer (schedule/fusion.py's memory check). Copies are made of pointwise ops and views
-    only: a recomputed reduction stays shared."""
+    does not suffer (schedule/fusion.py's memory check). Copies are made of pointwise ops, dtype
+    conversions and views only: a recomputed reduction stays shared."""
     graph = backward.graph
     shared = {n for n in graph.nodes if n.op == "call_function" and n.name in recomputed}
     copies: dict[Node, Node] = {}
@@ -61,9 +61,14 @@ def own_copies_for_gradients(backward: torch.fx.GraphModule, recomputed: set[str
     return tuple(c.name for c in copies.values())
 
 
+# Dtype conversions are elementwise too (a bf16 GELU computes in float32: both chains read one upcast
+# of the saved pre-activation), though PyTorch does not tag them pointwise.
+_CONVERSIONS = (torch.ops.aten._to_copy.default, torch.ops.prims.convert_element_type.default)
+
+
 def _copyable(node: Node) -> bool:
     return node.target is not operator.getitem and (
-        is_view(node) or torch.Tag.pointwise in getattr(node.target, "tags", ()))
+        is_view(node) or torch.Tag.pointwise in getattr(node.target, "tags", ()) or node.target in _CONVERSIONS)
 
 
 def place_recomputation_late(backward: torch.fx.GraphModule, recomputed: set[str]) -> None:

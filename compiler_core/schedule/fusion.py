@@ -94,6 +94,7 @@ class _Scheduler:
         self.merged_space: dict[tuple[int, int], Space] = {}  # legal pair -> the fused kernel's space
         self._profile = None
         self._producers = {}
+        self._siblings = set()
         self._memory: GraphMemory | None = None  # memory_order's facts of the graph, made when first needed
         self._written: dict[tuple[str, ...], tuple[str, ...]] = {}  # members -> buffers the group writes
 
@@ -103,6 +104,7 @@ class _Scheduler:
             self._compact()
             self._profile = None  # memory_order's profile of this round's groups, made when first needed
             self._producers: dict[int, set[int]] = {}
+            self._siblings: set[tuple[int, int]] = set()  # legal pairs with no data edge between them
             legal = []
             self.merged_space.clear()
             for a, b in self._candidate_pairs():
@@ -115,6 +117,12 @@ class _Scheduler:
                     legal.append((a, b, decision))
             if not legal:
                 break
+            # Producer/consumer pairs before siblings: a sibling merge taken early can pull a
+            # consumer's private producer (GELU's derivative, read only by the gradient's product)
+            # into another kernel, which then has to store it for the consumer, where the chain
+            # itself would have fused. Siblings merge once no chain can grow.
+            vertical = [t for t in legal if (id(t[0]), id(t[1])) not in self._siblings]
+            legal = vertical or legal
             # Best first; pairs that do not touch a group merged this round are merged in the same
             # round (their kernel plans are unaffected), after a fresh cycle check.
             legal.sort(key=lambda t: -t[2].bytes_saved)
@@ -205,6 +213,8 @@ class _Scheduler:
             if refusal is not None:
                 self.merged_space.pop((id(a), id(b)))
                 return verdict(False, refusal)
+        if not linked:
+            self._siblings.add((id(a), id(b)))
         relation = "" if linked else "; siblings sharing an input"
         other = b.space if space == a.space else a.space
         if other == space or other.is_reduction or space.is_reduction and other.x == space.x:
