@@ -26,6 +26,8 @@ from compiler_core.schedule.horizontal import fuse_horizontally, renumbered
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
 from compiler_core.schedule.memory_order import GraphMemory, memory_order, memory_profile
 
+# A fusion may raise the simulated memory peak by this fraction of it and still be taken.
+PEAK_TOLERANCE = 1 / 64
 SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairwise; more: neighbours only
 
 
@@ -117,12 +119,13 @@ class _Scheduler:
                     legal.append((a, b, decision))
             if not legal:
                 break
-            # Producer/consumer pairs before siblings: a sibling merge taken early can pull a
-            # consumer's private producer (GELU's derivative, read only by the gradient's product)
-            # into another kernel, which then has to store it for the consumer, where the chain
-            # itself would have fused. Siblings merge once no chain can grow.
-            vertical = [t for t in legal if (id(t[0]), id(t[1])) not in self._siblings]
-            legal = vertical or legal
+            # A group with a producer/consumer merge open this round takes that first: a sibling merge
+            # taken instead can pull a consumer's private producer (GELU's derivative, read only by
+            # the gradient's product) into another kernel, which then stores it for the consumer,
+            # where the chain itself would have fused. Its sibling merges wait for a later round.
+            chained = {id(g) for a, b, _ in legal if (id(a), id(b)) not in self._siblings for g in (a, b)}
+            legal = [t for t in legal if (id(t[0]), id(t[1])) not in self._siblings
+                     or not ({id(t[0]), id(t[1])} & chained)]
             # Best first; pairs that do not touch a group merged this round are merged in the same
             # round (their kernel plans are unaffected), after a fresh cycle check.
             legal.sort(key=lambda t: -t[2].bytes_saved)
@@ -237,7 +240,8 @@ class _Scheduler:
         Estimated on the memory order of this round's groups (memory_order.py, computed once a
         round): group X's outputs read outside the pair, made where Y runs, are added to what Y's
         step holds; refused when that is above the round's peak. Only where it can happen: X writes
-        such outputs and Y waits for a producer X does not wait for."""
+        such outputs and Y waits for a producer X does not wait for. A rise within PEAK_TOLERANCE is
+        taken for the traffic the fusion saves (an optimizer's step counter, a few bytes made later)."""
         producers = {id(g): self._producer_groups(g) - {id(a), id(b)} for g in (a, b)}
         if producers[id(a)] == producers[id(b)]:
             return None  # neither waits for anything the other does not
@@ -245,7 +249,9 @@ class _Scheduler:
         if not outside:
             return None
         for x, y in ((a, b), (b, a)):
-            delayed = [self.nodes[m].output.name for m in x.members if self.nodes[m].output.name in outside]
+            # A graph output lives to the end whenever it is made: making it later holds nothing longer.
+            delayed = [self.nodes[m].output.name for m in x.members
+                       if self.nodes[m].output.name in outside and self.nodes[m].output.name not in self.graph_outputs]
             if not delayed or not producers[id(y)] - producers[id(x)]:
                 continue
             profile, index = self._round_profile()
@@ -253,7 +259,7 @@ class _Scheduler:
                 continue  # x runs after y already: merging delays nothing of x's
             extra = sum(self.buffer_bytes.get(name, 0) for name in delayed)
             held = profile.held[index[id(y)]] + extra
-            if held > profile.peak:
+            if held - profile.peak > profile.peak * PEAK_TOLERANCE:
                 return (f"memory: fusing would raise the memory peak from {_mib(profile.peak)} to about "
                         f"{_mib(held)}: the fused kernel waits for {self._first_extra(x, y)}, so "
                         f"{', '.join(delayed[:3])} ({_mib(extra)}) would be made while its inputs are alive")
