@@ -179,7 +179,7 @@ def _greedy(model: _Model, n: int, preference=PREFERENCES["no idle allocation, t
         for i in ready:
             key = keys.get(i)
             if key is None:
-                top, after = _look_ahead(model, i, remaining, waiting, 0, 0)
+                top, after = _look_ahead(model, i, remaining, waiting)
                 idle = int(bool(model.allocates[i]) and all(waiting[j] != {i} for j in model.feeds[i]))
                 key = keys[i] = preference(top, after, idle, i)
             if best_key is None or key < best_key:
@@ -202,12 +202,11 @@ def _greedy(model: _Model, n: int, preference=PREFERENCES["no idle allocation, t
     return order
 
 
-def _look_ahead(model: _Model, step: int, remaining: dict[str, int], waiting: list[set[int]],
-                current: int, peak: int) -> tuple[int, int]:
-    """(peak reached, bytes allocated after) running `step`, then the steps only it was holding back
-    that free at least what they allocate."""
+def _look_ahead(model: _Model, step: int, remaining: dict[str, int], waiting: list[set[int]]) -> tuple[int, int]:
+    """(highest, last) bytes held above what is held now, running `step`, then the steps only it was
+    holding back that free at least what they allocate."""
     grow, give = _effect(model, step, remaining)
-    top = current + grow
+    top = grow
     after = top - give
     used = {s: 1 for s in model.reads[step]}
     for j in model.feeds[step]:
@@ -219,7 +218,7 @@ def _look_ahead(model: _Model, step: int, remaining: dict[str, int], waiting: li
             after += grow - give
             for s in model.reads[j]:
                 used[s] = used.get(s, 0) + 1
-    return max(peak, top), after
+    return top, after
 
 
 def memory_order(graph: LoopGraph, steps: list[Step]) -> tuple[list[int], int]:
