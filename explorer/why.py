@@ -12,7 +12,6 @@ every change of a dropdown.
 from __future__ import annotations
 
 import difflib
-import re
 from dataclasses import dataclass
 from typing import Optional
 
@@ -165,10 +164,9 @@ def _kernels(record: GraphRecord, names: tuple[str, ...]) -> str:
 
 def _in_fx_names(reason: str, record: GraphRecord) -> str:
     """The scheduler's reason names loop nodes (buf3); say the FX names the graph shows (sum_2)."""
-    from explorer.views.fusion import fx_names
+    from explorer.views.fusion import fx_names, in_fx_names
 
-    names = fx_names(record.loops)
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(0), m.group(0)), reason)
+    return in_fx_names(reason, fx_names(record.loops))
 
 
 def _fx_names(record: GraphRecord) -> list[str]:

@@ -9,6 +9,7 @@ computes, so each kernel can be drawn as a cluster around its source ops.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from compiler_core.session import GraphRecord
@@ -67,7 +68,7 @@ def render_record(record: GraphRecord, title: str) -> str:
         decision_rows = [(_side(d.first, names), _side(d.second, names),
                           Markup('<span class="fxe-good">fused</span>') if d.accepted
                           else ("legal, not taken" if d.legal else Markup('<span class="fxe-bad">refused</span>')),
-                          d.reason, d.bytes_saved) for d in schedule.decisions]
+                          in_fx_names(d.reason, names), d.bytes_saved) for d in schedule.decisions]
         parts.append(details(f"{len(schedule.decisions)} fusion decisions (every pair considered, with the reason)",
                              table(["producer side", "consumer side", "verdict", "reason", "bytes saved"],
                                    decision_rows, numeric=(4,))))
@@ -172,6 +173,12 @@ def _fx_names_of(loops) -> dict[str, str]:
         for extra in node.extra_outputs:
             names[extra.name] = names[node.name]
     return names
+
+
+def in_fx_names(text: str, names: dict[str, str]) -> str:
+    """`text` (a scheduler's reason, which names loop nodes: buf3) with the FX names the graph shows
+    (sum_2) in their place; `names` from fx_names."""
+    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(0), m.group(0)), text)
 
 
 def _names(buffers, names: dict[str, str]) -> str:
