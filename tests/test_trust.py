@@ -63,7 +63,9 @@ def test_storage_reuse_keeps_values(backend):
     compiled = cc.compile(_chain, backend=backend)
     _assert_same(compiled(x, w), _chain(x, w))
     memory = compiled.session.graphs[0].memory
-    assert memory.reuse, memory.pretty()  # the mechanism ran...
+    # The mechanism ran: a dead storage was handed on, from the pool or written over by the kernel
+    # in which it dies (with the kernels in memory order, this chain takes the second way).
+    assert memory.reuse or memory.written_over, memory.pretty()
     assert memory.peak_bytes_planned < memory.peak_bytes_unplanned  # ...and saved memory
 
 

@@ -56,9 +56,15 @@ def partition_joint(joint: JointGraph, activation_budget: float = 1.0,
     recomputed = tuple(n.name for n in backward.graph.nodes
                        if n.op == "call_function" and n.name in forward_names and n.name not in saved_names
                        and n.target is not operator.getitem)
-    recomputed += own_copies_for_gradients(backward, set(recomputed))
-    place_recomputation_late(backward, set(recomputed))
+    # The copies are backward-graph nodes only: `recomputed` keeps naming joint-graph nodes.
+    copies = own_copies_for_gradients(backward, set(recomputed))
+    place_recomputation_late(backward, set(recomputed) | set(copies))
     notes = []
+    if copies:
+        shown = ", ".join(copies[:6]) + (", ..." if len(copies) > 6 else "")
+        notes.append(f"the backward's gradient formulas got their own copies of {len(copies)} recomputed values "
+                     f"({shown}): the scheduler may then make the recomputation and the gradient in separate "
+                     "kernels where fusing them would raise the memory peak")
     if merged:
         notes.append(f"merged {merged} duplicate nodes of the joint graph before the cut (the backward's "
                      "formulas recompute values the forward has)")
