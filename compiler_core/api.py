@@ -30,6 +30,8 @@ from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
 from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.compiled_module import CompiledModule
+from compiler_core.decomp.conv_layout import CHOICES as CONV_LAYOUTS
+from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
@@ -70,6 +72,9 @@ class Options:
     # False: every loop node its own kernel (the scheduler still records each pair and whether it
     # could have fused): to see what fusion buys.
     fusion: bool = True
+    # Convolution graphs: "channels_last" runs their activations in channels-last (decomp/conv_layout.py);
+    # "auto" and "as_traced" keep the traced layout (channels-last measured slower: the module says why).
+    conv_layout: str = "auto"
 
     @property
     def check_memory(self) -> bool:
@@ -84,6 +89,8 @@ class Options:
             raise CompileError(f"backend={self.backend!r} is not one of {BACKENDS}")
         if self.mode not in MODES:
             raise CompileError(f"mode={self.mode!r} is not one of {MODES}")
+        if self.conv_layout not in CONV_LAYOUTS:
+            raise CompileError(f"conv_layout={self.conv_layout!r} is not one of {CONV_LAYOUTS}")
         if not 0.0 <= self.activation_budget <= 1.0:
             raise CompileError(f"activation_budget={self.activation_budget!r} must be between 0.0 (recompute "
                                "all it can) and 1.0 (save what the min-cut saves)")
@@ -96,7 +103,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
             dynamic: Optional[bool] = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
-            fusion: bool = True) -> Any:
+            fusion: bool = True, conv_layout: str = "auto") -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
         fast = compile(lambda x: torch.softmax(x, -1))
@@ -109,11 +116,13 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     `activation_budget` (training, 0.0 ... 1.0): lower saves fewer activations for the backward and
     recomputes more there (session.graphs[i].partition shows what was saved and the trade-off curve).
     `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
+    `conv_layout="channels_last"` runs convolution graphs' activations in channels-last (NHWC); the
+    default keeps the model's layout (channels-last measured slower on the H200 so far).
     `dynamic=True` traces sizes as symbols (one Dynamo graph for every size), `None` makes them symbolic
     once they change (torch.compile's default); either way each new size compiles our kernels once.
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
-                      activation_budget=activation_budget, fusion=fusion)
+                      activation_budget=activation_budget, fusion=fusion, conv_layout=conv_layout)
     if fn is None:
         return lambda f: _compiled(f, options)
     return _compiled(fn, options)
@@ -381,6 +390,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     backend = _choose_backend(options.backend, example_inputs, gm)
     timer = _StageTimer(record)
     with timer("decomp"):
+        record.layout = choose_conv_layout(gm, options.conv_layout)
         record.prims = to_prim_graph(gm)
     with timer("lower"):
         record.loops = dataclasses.replace(lower(record.prims), released_inputs=released_inputs)

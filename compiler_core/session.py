@@ -10,7 +10,7 @@ import torch
 from compiler_core.autodiff.artifacts import JointGraph, Partition
 from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
-from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.decomp.artifacts import LayoutDecision, PrimGraph
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime.artifacts import CompiledArtifact, KernelCheck
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
@@ -26,6 +26,8 @@ class GraphRecord:
     aten_graph: Optional[torch.fx.GraphModule] = field(default=None, repr=False)
     joint: Optional[JointGraph] = None  # training: the joint forward+backward graph (forward record)
     partition: Optional[Partition] = None  # training: what the forward saves for the backward, and why
+    # Convolution graphs: the layout chosen for their activations, and why (decomp/conv_layout.py).
+    layout: Optional[LayoutDecision] = None
     prims: Optional[PrimGraph] = None
     loops: Optional[LoopGraph] = None
     schedule: Optional[Schedule] = None
@@ -57,6 +59,8 @@ class GraphRecord:
             parts.append(f"# compiled for {self.sizes}")
         if self.fallback_reason:
             parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")
+        if self.layout is not None and self.layout.convolutions:
+            parts.append(f"# {self.layout.pretty()}")
         for title, art in (("joint graph", self.joint), ("partition", self.partition), ("primitives", self.prims),
                            ("loop IR", self.loops), ("schedule", self.schedule), ("memory plan", self.memory),
                            ("wrapper", self.wrapper)):

@@ -299,3 +299,34 @@ def test_negation_and_copysign_keep_the_sign_of_zero_on_the_gpu():
 
     for got, expected in zip(cc.compile(fn)(x), fn(x)):
         assert torch.equal(got, expected) and torch.equal(torch.signbit(got), torch.signbit(expected))
+
+
+def test_convolution_graphs_run_channels_last_on_the_gpu_on_request():
+    """conv_layout="channels_last" (decomp/conv_layout.py): a bf16 ResNet's activations in channels-last
+    on the GPU, its outputs matching as the zoo judges them and with eager's strides, and fewer cuDNN
+    transposes than eager. (fp32 is left out: cuDNN runs NHWC fp32 convolutions in TF32 by default, 3x
+    eager's error on this model; the module docstring says more.)"""
+    from torch.profiler import ProfilerActivity, profile
+
+    from tests.models.check import named_tensors, run_inference
+    from tests.models.zoo import ZOO
+
+    run = run_inference(ZOO["resnet"], "small", "cuda", torch.bfloat16, mask=True,
+                        options={"conv_layout": "channels_last"})
+    assert run.ok, run.match.describe()
+    decision = run.session.graphs[0].layout
+    assert decision.channels_last, decision.pretty()
+    case, compiled = run.case, run.compiled
+    with torch.no_grad():
+        expected, got = named_tensors(case.model(**case.inputs)), named_tensors(compiled(**case.inputs))
+    for key, value in expected.items():
+        assert got[key].stride() == value.stride(), key
+
+    def transposes(fn):
+        with torch.no_grad(), profile(activities=[ProfilerActivity.CUDA]) as p:
+            fn(**case.inputs)
+            torch.cuda.synchronize()
+        return sum(1 for e in p.events() if "nhwcToNchw" in e.name)
+
+    # cuDNN transposes each NCHW result back; channels-last results need no such pass.
+    assert transposes(compiled) < max(1, transposes(case.model)), decision.pretty()

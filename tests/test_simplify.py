@@ -96,11 +96,12 @@ def test_every_kernel_records_its_passes(backend):
     compiled(torch.randn(600, 80))
     for k in compiled.session.kernels:
         names = [r.name for r in k.passes]
-        expected = ["built", "simplify", "index width", "reduction layout"]
+        expected = ["built", "simplify", "loop order", "index width", "reduction layout"]
         expected += ["reduction split"] if backend == "triton" else []
         assert names == expected, names
         assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
-        assert k.passes[0].changed and k.passes[2].changed  # the index width always adds its note
+        assert k.passes[0].changed and k.passes[3].changed  # the index width always adds its note
+        assert not k.passes[2].changed  # row-major stores: the loop order stays
     (reduction,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
     log = describe_passes(reduction.passes)
     assert "== simplify\n   simplify: x * 1 -> x (1x)" in log

@@ -1,4 +1,5 @@
-"""PrimGraph: the ATen graph after decomposition, each node classified into the primitive set."""
+"""PrimGraph: the ATen graph after decomposition, each node classified into the primitive set; and
+LayoutDecision: the activation layout chosen for a convolution graph (conv_layout.py)."""
 
 from __future__ import annotations
 
@@ -31,3 +32,20 @@ class PrimGraph:
         from compiler_core.analysis.dot import fx_graph_to_dot
 
         return fx_graph_to_dot(self.graph_module.graph, title="primitive graph", labels=self.node_prims)
+
+
+@dataclass(frozen=True)
+class LayoutDecision:
+    """What the pass decided for one graph, and why (GraphRecord.layout shows `pretty()`)."""
+
+    channels_last: bool
+    reason: str
+    convolutions: int = 0
+    conversions: tuple[str, ...] = ()  # FX names of the clones the pass inserted
+
+    def pretty(self) -> str:
+        if not self.channels_last:
+            return f"layout: as traced ({self.reason})"
+        made = ", ".join(self.conversions) or "none"
+        return (f"layout: channels-last activations for {self.convolutions} convolution(s) ({self.reason}); "
+                f"conversions inserted: {made}")

@@ -7,6 +7,8 @@ kernel before and after each one:
 
     simplify                algebraic simplification and constant folding of every step's value,
                             exact rules only (schedule/simplify.py): no `x * 1.0` left in a kernel
+    choose_loop_order       a pointwise kernel's x dimensions in the order of its stores' strides, so a
+                            channels-last or transposed output is written contiguously
     choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
                             kernel can pass 2**31 - 1
     choose_reduction_layout a reduction whose loads run contiguously along x (a sum over a tensor's outer
@@ -28,12 +30,12 @@ import difflib
 from collections import Counter
 from dataclasses import dataclass
 from math import ceil
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
-from compiler_core.ir.values import IndexValue, Load, walk
+from compiler_core.ir.values import IndexValue, Load, subs_index, walk
 from compiler_core.schedule.kernel_plan import KernelPlan
 from compiler_core.schedule.simplify import simplify_value
 
@@ -116,6 +118,55 @@ def simplify_plan(plan: KernelPlan) -> KernelPlan:
         return plan
     rules = ", ".join(f"{rule} ({n}x)" for rule, n in sorted(counts.items()))
     return dataclasses.replace(out, notes=out.notes + (f"simplify: {rules}",))
+
+
+# ---- loop order ---------------------------------------------------------------------------------
+def choose_loop_order(plan: KernelPlan) -> KernelPlan:
+    """A pointwise kernel's x dimensions ordered by the stride of its stores, largest first, so that
+    consecutive elements of a program are adjacent in the memory it writes. The scheduler places nodes
+    in the logical (N, C, H, W) order; a channels-last output (C innermost in memory) was then written
+    with stride C between neighbouring elements. Only when every store is a plain strided index of the
+    x variables and all stores agree on the order; reductions and horizontal kernels keep theirs."""
+    if plan.is_reduction or plan.segments or len(plan.space.x) < 2:
+        return plan
+    order: Optional[tuple[int, ...]] = None
+    for step in plan.steps:
+        if step.store_index is None:
+            continue
+        mine = _stride_order(step.store_index, plan.space.x)
+        if mine is None or (order is not None and mine != order):
+            return plan
+        order = mine
+    if order is None or order == tuple(range(len(plan.space.x))):
+        return plan
+    new_x = tuple(plan.space.x[d] for d in order)
+    ranges = {f"x{i}": size for i, size in enumerate(new_x)}
+    mapping = {f"x{old}": Index.var(f"x{new}") for new, old in enumerate(order)}
+    steps = tuple(dataclasses.replace(
+        step, value=subs_index(step.value, mapping, ranges),
+        store_index=None if step.store_index is None else step.store_index.subs(mapping, ranges))
+        for step in plan.steps)
+    note = (f"loop order: x dims {list(plan.space.x)} run as {list(new_x)} (old x{order[-1]} innermost), "
+            "the order of the stores' strides: each store runs contiguously")
+    return dataclasses.replace(plan, space=dataclasses.replace(plan.space, x=new_x), steps=steps,
+                               notes=plan.notes + (note,))
+
+
+def _stride_order(index: Index, sizes: tuple[int, ...]) -> Optional[tuple[int, ...]]:
+    """The x dims sorted by their coefficient in `index`, largest first (dims of size 1 and dims the
+    index does not move with keep their place relative to each other); None unless `index` is a sum
+    of plain variables times positive constants."""
+    stride = {}
+    for atom, coef in index.terms:
+        if not isinstance(atom, Var) or not atom.name.startswith("x") or coef <= 0:
+            return None
+        stride[int(atom.name[1:])] = coef
+    moving = [d for d in range(len(sizes)) if sizes[d] > 1 and d in stride]
+    if len(set(stride[d] for d in moving)) != len(moving):
+        return None  # two dims with one stride: not a dense layout, keep the order
+    ranked = iter(sorted(moving, key=lambda d: -stride[d]))
+    # Dims that do not move keep their slots; the moving ones fill theirs in stride order.
+    return tuple(next(ranked) if d in moving else d for d in range(len(sizes)))
 
 
 # ---- index width --------------------------------------------------------------------------------

@@ -254,12 +254,14 @@ def _cases(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -
 
 
 @torch.no_grad()  # an inference graph, as users run one (and as the table times it)
-def run_inference(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -> ZooRun:
+def run_inference(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool,
+                  options: Optional[dict] = None) -> ZooRun:
+    """`options`: keyword arguments of `cc.compile` (default: none)."""
     reference, eager, case = _cases(entry, size, device, dtype, mask)
     expected = named_tensors(reference.model(**reference.inputs))
     del reference
     eager_out = named_tensors(eager.model(**eager.inputs))
-    compiled = cc.compile(case.model)
+    compiled = cc.compile(case.model, **(options or {}))
     got = named_tensors(compiled(**case.inputs))
     run = ZooRun(compare(got, expected, dtype, eager_out), compare(eager_out, expected, dtype),
                  compiled.session, fallbacks(compiled.session), compiled, case)
