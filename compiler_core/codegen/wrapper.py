@@ -219,7 +219,7 @@ def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend:
                  check_memory: bool = False, check_kernels: bool = False) -> WrapperProgram:
     """The host program; `configs` (kernel -> launch config) overrides each kernel's first candidate."""
     statements = host_statements(graph, sched, memory, kernel_list, configs or {}, check_memory, check_kernels)
-    return WrapperProgram(source=_Printer(graph, backend).program(statements), backend=backend,
+    return WrapperProgram(source=_Printer(graph, backend, check_memory).program(statements), backend=backend,
                           statements=tuple(statements))
 
 
@@ -296,8 +296,12 @@ def local(buffer: str) -> str:
 
 
 class _Printer:
-    def __init__(self, graph: LoopGraph, backend: str):
+    def __init__(self, graph: LoopGraph, backend: str, check_memory: bool = False):
         self.backend = backend
+        # Views of our buffers: `rt.reinterpret` makes them without as_strided's bounds check (half the
+        # host time of a view; the memory plan keeps them in bounds), `rt.view` with it, in the memory
+        # checking mode, where a view outside its storage then raises.
+        self.view_fn = "rt.view" if check_memory else "rt.reinterpret"
         self.layouts = {b.name: b.layout for b in graph.inputs}
         self.layouts.update({b.name: b.layout for n in graph.nodes for b in (n.output, *n.extra_outputs)})
 
@@ -320,11 +324,11 @@ class _Printer:
                     f"device=DEVICE)"]
         if isinstance(s, Reuse):
             b = s.buffer
-            return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
+            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
                     f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
         if isinstance(s, WriteOver):
             b = s.buffer
-            return [f"{local(b.name)} = {local(s.donor)}.as_strided({b.layout.size}, {b.layout.stride})  "
+            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
                     f"# written over {s.donor} by the next kernel (in place)"]
         if isinstance(s, WriteInPlace):
             return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
@@ -390,7 +394,7 @@ class _Printer:
         # The whole buffer as allocated needs no view (saves an as_strided per call).
         if self.layouts.get(v.buffer) == v.layout:
             return local(v.buffer)
-        return f"rt.view({local(v.buffer)}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
+        return f"{self.view_fn}({local(v.buffer)}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
 
     def arg(self, a: Any) -> str:
         if isinstance(a, ViewRef):
