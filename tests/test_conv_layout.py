@@ -166,3 +166,21 @@ def test_a_channels_last_output_is_written_in_memory_order(backend):
     plain = cc.compile(lambda x: x.sin() * 2 + 1, backend=backend)
     plain(x)
     assert not any(n.startswith("loop order") for k in plain.session.kernels for n in k.plan.notes)
+
+
+def test_inserted_nodes_never_take_a_name_the_graph_has():
+    """Names go through the graph's namespace (the name-collision class of bugs): a graph that already
+    holds a node called like the first conversion gets a suffixed one, and still runs."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(4, 8, 3), nn.ReLU()).eval()
+    with torch.no_grad():
+        gm = _traced(model, torch.randn(1, 4, 8, 8))
+    relu = next(n for n in gm.graph.nodes if n.target is torch.ops.aten.relu.default)
+    relu._rename("to_channels_last_0")
+    assert relu.name == "to_channels_last_0"
+    decision = choose_conv_layout(gm, "channels_last")
+    names = [n.name for n in gm.graph.nodes]
+    assert len(names) == len(set(names)), names
+    assert decision.conversions[0] != "to_channels_last_0" and decision.conversions[0].startswith("to_channels_last")
+    gm.graph.lint()
+    assert "to_channels_last_0_1 = " in gm.code or decision.conversions[0] + " = " in gm.code

@@ -147,12 +147,19 @@ def _convert_input(gm: torch.fx.GraphModule, node: torch.fx.Node, memory_format:
     """Put `clone(node.args[0], memory_format=...)` in front of `node` and make `node` read it."""
     source = node.args[0]
     with gm.graph.inserting_before(node):
-        clone = gm.graph.call_function(aten.clone.default, (source,), {"memory_format": memory_format})
-    clone.name = f"{name}_{len(inserted)}"
+        clone = _clone_node(gm, source, memory_format, f"{name}_{len(inserted)}")
     inserted.append(clone)
     values[clone] = _run(clone, values)
     clone.meta["val"] = values[clone]
     node.replace_input_with(source, clone)
+
+
+def _clone_node(gm: torch.fx.GraphModule, source: torch.fx.Node, memory_format: torch.memory_format,
+                name: str) -> torch.fx.Node:
+    """A clone node named through the graph's namespace, which keeps the name unique (a suffix is
+    added if the graph already has a node of that name)."""
+    return gm.graph.create_node("call_function", aten.clone.default, (source,), {"memory_format": memory_format},
+                                name=name)
 
 
 def _run(node: torch.fx.Node, values: dict) -> Any:
@@ -178,8 +185,7 @@ def _restore_output_layouts(gm: torch.fx.GraphModule, saved: dict, inserted: lis
         if not before.is_contiguous():
             raise RuntimeError(f"output {arg.name} was traced with strides {tuple(before.stride())}")
         with gm.graph.inserting_before(output):
-            back = gm.graph.call_function(aten.clone.default, (arg,), {"memory_format": torch.contiguous_format})
-        back.name = f"to_traced_layout_{len(inserted)}"
+            back = _clone_node(gm, arg, torch.contiguous_format, f"to_traced_layout_{len(inserted)}")
         with _fake_mode(gm):
             back.meta["val"] = aten.clone.default(now, memory_format=torch.contiguous_format)
         if tuple(back.meta["val"].stride()) != tuple(before.stride()):
