@@ -275,6 +275,9 @@ def test_repeated_launches_through_the_binary_match_eager():
     misaligned = [key for key in binaries if any(isinstance(e, tuple) and isinstance(e[0], torch.dtype) and not e[1]
                                                  for e in key)]
     assert binaries and misaligned, "no launch went through a binary, or none with a misaligned input"
+    if hasattr(torch._C, "_StaticCudaLauncher"):  # aligned launches go through torch's C++ launcher
+        direct = [d for fn in kernels for launch in fn._by_grid.values() for d in launch._direct.values()]
+        assert any(d is not None and d.proven for d in direct), "no launch went through torch's launcher"
 
 
 def test_a_multiply_and_an_add_round_twice_on_the_gpu():

@@ -130,3 +130,113 @@ def test_an_empty_hook_chain_is_no_hook():
     assert not triton_launch._is_hook(None) and not triton_launch._is_hook(chain)
     chain.add(print)
     assert triton_launch._is_hook(chain) and triton_launch._is_hook(print)
+
+
+# ---- the direct path: torch's C++ launcher ------------------------------------------------------------
+class Param:
+    def __init__(self, name, is_constexpr):
+        self.name, self.is_constexpr = name, is_constexpr
+
+
+class Metadata:
+    num_warps, shared, num_ctas = 4, 1024, 1
+    global_scratch_size = profile_scratch_size = 0
+
+
+class CompiledKernel(Binary):
+    def __init__(self, calls):
+        super().__init__(calls)
+        self.function, self.metadata = 0xF00D, Metadata()
+
+
+class TensorJit(Jit):
+    """A kernel of two tensors and one constexpr, as every kernel of ours is: tensors, then block sizes."""
+    arg_names = ["x", "out", "XBLOCK"]
+    params = [Param("x", False), Param("out", False), Param("XBLOCK", True)]
+
+    def __getitem__(self, grid):
+        def launch(*args, **meta):
+            self.calls.append(("jit", grid, args, meta))
+            return CompiledKernel(self.calls)
+        return launch
+
+
+@pytest.fixture
+def cpp_launcher(monkeypatch):
+    """torch's C++ launcher and raw stream, recording what they are given (the CPU build has neither)."""
+    calls = []
+
+    class Launcher:
+        @staticmethod
+        def _launch_kernel(*a):
+            calls.append(("direct", a))
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", Launcher, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: ("raw-stream", device), raising=False)
+    return calls
+
+
+def test_aligned_tensor_launches_go_through_torchs_launcher_with_addresses(cpp_launcher):
+    jit = TensorJit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(3):
+        k[(4, 2)](x, out, XBLOCK=16, num_warps=4)
+    assert kinds(jit) == ["jit"] and len(cpp_launcher) == 2
+    function, gx, gy, gz, warps, shared, types, args, stream = cpp_launcher[0][1]
+    assert (function, gx, gy, gz, warps, shared) == (0xF00D, 4, 2, 1, 4, 1024)
+    assert types == "OOOO" and args == (x.data_ptr(), out.data_ptr(), None, None)  # two scratch pointers, null
+    assert stream == ("raw-stream", x.get_device())
+
+
+def test_a_misaligned_tensor_another_dtype_or_a_hook_leaves_the_direct_path(cpp_launcher, monkeypatch):
+    jit = TensorJit()
+    k = FastKernel(jit)
+    base, out = torch.randn(65), torch.empty(64)
+    k[(4,)](base[:64], out, XBLOCK=16)
+    k[(4,)](base[1:], out, XBLOCK=16)  # misaligned: Triton's JIT compiles another binary
+    k[(4,)](base[:64].double(), out, XBLOCK=16)  # another dtype: another binary
+    assert kinds(jit) == ["jit"] * 3 and cpp_launcher == []
+    k[(4,)](base[1:], out, XBLOCK=16)  # the misaligned binary, through Triton's launcher
+    assert kinds(jit)[3:] == ["binary"] and cpp_launcher == []
+    k[(4,)](base[:64], out, XBLOCK=16)
+    assert len(cpp_launcher) == 1
+    monkeypatch.setattr(triton_launch, "_hooks_set", lambda: True)
+    k[(4,)](base[:64], out, XBLOCK=16)
+    assert kinds(jit)[4:] == ["jit"] and len(cpp_launcher) == 1
+    k[(4,)](base[:64], out, XBLOCK=32)  # other meta-parameters: their own first launch
+    assert kinds(jit)[5:] == ["jit"]
+
+
+def test_no_direct_path_for_an_integer_argument_a_keyword_parameter_or_scratch_memory(cpp_launcher):
+    jit = Jit()  # x, out, n (an int), XBLOCK
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(2):
+        k[(4,)](x, out, 64, XBLOCK=16)
+    assert cpp_launcher == [] and kinds(jit) == ["jit", "binary"]
+
+    class NeedsScratch(Metadata):
+        global_scratch_size = 128
+
+    compiled = CompiledKernel([])
+    compiled.metadata = NeedsScratch()
+    assert triton_launch.DirectLaunch.of(compiled, (x, out), ("XBLOCK",), TensorJit()) is None
+    assert triton_launch.DirectLaunch.of(CompiledKernel([]), (x, out), ("XBLOCK",), TensorJit()) is not None
+    assert triton_launch.DirectLaunch.of(CompiledKernel([]), (x, out), ("out",), TensorJit()) is None
+
+
+def test_a_launcher_that_refuses_its_arguments_is_dropped_for_tritons(monkeypatch):
+    class Refusing:
+        @staticmethod
+        def _launch_kernel(*a):
+            raise TypeError("function takes exactly 10 arguments (9 given)")
+
+    monkeypatch.setattr(torch._C, "_StaticCudaLauncher", Refusing, raising=False)
+    monkeypatch.setattr(torch._C, "_cuda_getCurrentRawStream", lambda device: 0, raising=False)
+    jit = TensorJit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for _ in range(3):
+        k[(4,)](x, out, XBLOCK=16)
+    assert kinds(jit) == ["jit", "binary", "binary"]

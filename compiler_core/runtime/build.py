@@ -65,7 +65,7 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
     check = error_check(loaded["fc_take_error"]) if any(k.checks_int_div for k in kernels) else None
     if interpret:
         wrap = Quiet
-    elif fast_launch_supported() and os.environ.get("FCOMPILE_TRITON_LAUNCH", "binary") != "jit":
+    elif fast_launch_supported() and os.environ.get("FCOMPILE_TRITON_LAUNCH", "direct") != "jit":
         wrap = FastKernel  # later launches through the compiled binary: triton_launch.py says why
     else:
         def wrap(fn: Any) -> Any:

@@ -16,10 +16,17 @@ of one launch is reused only for a launch with the same key, computed here from 
 (integers and the launch's meta-parameters by value, which is stricter). Any other launch goes through
 Triton's JIT path, as does every launch while a launch hook is set (a profiler) and every launch on a
 Triton older than 3.3, whose binaries take the arguments in another order.
+
+The leanest path, where torch has its C++ launcher for Triton binaries (`torch._C._StaticCudaLauncher`,
+which Inductor launches through): a launch site whose arguments are all tensors, all 16-byte aligned,
+calls the binary's CUDA function straight from C++ with the tensors' addresses. Triton's own launcher
+object runs some Python per launch (scratch allocation, hooks, argument unpacking); this path checks
+each tensor's dtype and alignment against the binary's (about 0.2 µs a tensor) and does nothing else.
 """
 
 from __future__ import annotations
 
+import os
 from typing import Any, Optional
 
 import torch
@@ -66,8 +73,13 @@ class GridLaunch:
         self.dims = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
         self._binaries: dict[tuple, Optional[tuple]] = {}  # specialization key -> (runner, handles, tail)
         self._proven: set[tuple] = set()  # keys whose binary launched once without refusing its arguments
+        # meta-parameters -> the all-aligned, all-tensor binary launched from C++ (None: not possible)
+        self._direct: dict[tuple, Optional[DirectLaunch]] = {}
 
     def __call__(self, *args: Any, **meta: Any) -> Any:
+        direct = self._direct.get(tuple(meta.items()))
+        if direct is not None and direct.launch(self.dims, args):
+            return None
         key = specialization_key(args, meta)
         binary = self._binaries.get(key)
         if binary is None or _hooks_set():
@@ -76,6 +88,9 @@ class GridLaunch:
                 found = self._binary_of(compiled, args, meta)
                 if found is not None:
                     self._binaries[key] = found
+                    meta_key = tuple(meta.items())
+                    if meta_key not in self._direct:
+                        self._direct[meta_key] = DirectLaunch.of(compiled, args, found[3], self.kernel.fn)
             return compiled
         runner, function, metadata, tail = binary
         stream = _stream()
@@ -105,6 +120,90 @@ class GridLaunch:
         if runner is None or function is None:
             return None
         return runner, function, metadata, tail
+
+
+class DirectLaunch:
+    """One binary launched through torch's C++ launcher: for the launches whose tensors have the dtypes of
+    the launch it was made from, sit on its device and are all 16-byte aligned (the specialization Triton
+    compiled it for), which is every launch of a host program whose inputs are aligned."""
+
+    def __init__(self, launcher: Any, function: int, num_warps: int, shared: int, dtypes: tuple,
+                 device: int, scratch: int):
+        self.launcher = launcher  # torch._C._StaticCudaLauncher._launch_kernel
+        self.function = function  # the CUfunction Triton loaded: its shared-memory limit is already set
+        self.num_warps = num_warps
+        self.shared = shared
+        self.dtypes = dtypes
+        self.device = device
+        self.scratch = (None,) * scratch  # Triton's trailing scratch pointers, unused at size 0
+        self.arg_types = "O" * (len(dtypes) + scratch)  # "O": a pointer, given here as an int
+        self.stream_of = _raw_stream_function()
+        self.proven = False  # set by the first launch that the launcher accepted
+
+    @staticmethod
+    def of(compiled: Any, args: tuple, tail: tuple, fn: Any) -> Optional["DirectLaunch"]:
+        """The direct launch of `compiled` (just launched with `args`), or None where it cannot be one:
+        no C++ launcher in this torch, a non-tensor argument, a misaligned tensor, a parameter given by
+        keyword that is not a constexpr, or a binary that needs scratch memory or several CTAs."""
+        launcher = getattr(getattr(torch._C, "_StaticCudaLauncher", None), "_launch_kernel", None)
+        if os.environ.get("FCOMPILE_TRITON_LAUNCH", "direct") != "direct":  # "binary": Triton's launcher only
+            return None
+        if launcher is None or _raw_stream_function() is None or not args:
+            return None
+        if not all(isinstance(a, torch.Tensor) and a.data_ptr() % 16 == 0 for a in args):
+            return None
+        devices = {a.get_device() for a in args}
+        constexpr = {p.name for p in getattr(fn, "params", ()) if getattr(p, "is_constexpr", False)}
+        if len(devices) != 1 or any(n not in constexpr for n in tail):
+            return None
+        metadata = getattr(compiled, "metadata", None)
+        function = getattr(compiled, "function", None)
+        if metadata is None or not isinstance(function, int):
+            return None
+        if getattr(metadata, "num_ctas", 1) != 1 or getattr(metadata, "launch_cooperative_grid", False) \
+                or getattr(metadata, "launch_pdl", False):
+            return None
+        scratch = 0
+        for name in ("global_scratch_size", "profile_scratch_size"):  # Triton 3.3+ and 3.5+ add one each
+            if hasattr(metadata, name):
+                if getattr(metadata, name):
+                    return None
+                scratch += 1
+        return DirectLaunch(launcher, function, metadata.num_warps, metadata.shared,
+                            tuple(a.dtype for a in args), devices.pop(), scratch)
+
+    def launch(self, dims: tuple, args: tuple) -> bool:
+        """Launches and returns True, or returns False (nothing launched) where this binary does not fit
+        these arguments or a launch hook is set; the caller then takes the general path."""
+        if len(args) != len(self.dtypes) or _hooks_set():
+            return False
+        addresses = []
+        bits = 0
+        for a, dtype in zip(args, self.dtypes):
+            if a.dtype is not dtype:
+                return False
+            address = a.data_ptr()
+            bits |= address
+            addresses.append(address)
+        if bits & 15 or args[0].get_device() != self.device:
+            return False
+        launch_args = (self.function, dims[0], dims[1], dims[2], self.num_warps, self.shared, self.arg_types,
+                       (*addresses, *self.scratch), self.stream_of(self.device))
+        if self.proven:
+            self.launcher(*launch_args)
+            return True
+        try:  # the first launch: a torch whose launcher takes its arguments otherwise refuses them unlaunched
+            self.launcher(*launch_args)
+        except TypeError:
+            self.dtypes = ()  # never again through this path
+            return False
+        self.proven = True
+        return True
+
+
+def _raw_stream_function() -> Any:
+    """torch's current raw CUDA stream for a device index (the stream Triton's JIT path launches on)."""
+    return getattr(torch._C, "_cuda_getCurrentRawStream", None)
 
 
 def specialization_key(args: tuple, meta: dict) -> tuple:
