@@ -205,7 +205,13 @@ def refusals(record: GraphRecord) -> list[Refusal]:
                  for buf in by_name[r].input_buffers if (p := getattr(producer.get(buf), "name", None)) in side]
         for p, r in edges or [(d.first[0], d.second[0])]:  # no edge: siblings reading one buffer
             last[(p, r)] = d
-    rows, seen = [], set()
+    # FX node -> the kernels computing it, in loop-node order: gathered once, not by a scan of every loop node
+    # per refused pair (a 12-layer GPT-2's graphs: hundreds of pairs, thousands of loop nodes).
+    computed_by: dict[str, dict[str, None]] = {}
+    for m in loops.nodes:
+        for origin in m.origins if m.name in kernel_of else ():
+            computed_by.setdefault(origin, {})[kernel_of[m.name]] = None
+    rows, seen, reasons = [], set(), {}
     for (p, r), d in last.items():
         if d.legal or kernel_of[p] == kernel_of[r]:
             continue
@@ -213,7 +219,8 @@ def refusals(record: GraphRecord) -> list[Refusal]:
             for b in by_name[r].origins:
                 if (a, b) not in seen:
                     seen.add((a, b))
-                    kernels = {n: tuple(dict.fromkeys(kernel_of[m.name] for m in loops.nodes if n in m.origins))
-                               for n in (a, b)}
-                    rows.append(Refusal(a, b, kernels[a], kernels[b], _in_fx_names(d.reason, record)))
+                    if d.reason not in reasons:  # many pairs share a reason: each translated once
+                        reasons[d.reason] = _in_fx_names(d.reason, record)
+                    rows.append(Refusal(a, b, tuple(computed_by.get(a, ())), tuple(computed_by.get(b, ())),
+                                        reasons[d.reason]))
     return rows

@@ -605,7 +605,7 @@ def test_a_twelve_layer_gpt2_renders_within_seconds():
     static = view.html()
     seconds = time.perf_counter() - start
     print(f"GPT-2 (12 layers) views rendered in {seconds:.2f} s")
-    assert seconds < 12, f"rendering took {seconds:.1f} s (target 5 s; measured 4.3 s on the idle 2-core CPU)"
+    assert seconds < 12, f"rendering took {seconds:.1f} s (target 5 s; measured 1.1 s idle, 1.4-2 s beside a job)"
     assert "did not lay out" not in static and static.count('class="fxe-pic"') >= 4  # every drawing drawn
     assert "transformer.h.11" in static
 
@@ -632,7 +632,9 @@ def test_a_twelve_layer_gpt2_training_step_renders_within_seconds():
     _ = view.widget
     seconds = time.perf_counter() - start
     print(f"GPT-2 (12 layers) training views (static HTML and widget) built in {seconds:.2f} s")
-    assert seconds < 12, f"building took {seconds:.1f} s (target 5 s; measured 4-5 s on the 2-core CPU beside a job)"
+    # Measured on the 2-core CPU: 3.5-4 s idle, 5-7 s beside a job. About 0.5 s of it is one full garbage
+    # collection that explore()'s allocations leave due; the render's first allocations set it off.
+    assert seconds < 12, f"building took {seconds:.1f} s (target 5 s; measured 3.5-4 s idle, 5-7 s beside a job)"
     # Every drawing drawn: the Fusion tab's overview and folded every-node picture of each large graph.
     assert "did not lay out" not in static and "could not draw" not in static
     fusion = view.sections["Fusion"]
@@ -685,3 +687,27 @@ def test_long_code_is_highlighted_quickly_and_says_the_same_text():
     assert '<span style="color:#3D7B7B;font-style:italic"># "&lt;b&gt;" &amp; a comment</span>' in out
     assert '<span style="color:#008000;font-weight:bold">def</span>' in out
     assert '<span style="color:#BA2121">\'a&lt;b\'</span>' in out
+
+
+def test_printed_text_is_the_artifacts_own_and_keeps_no_artifact_alive():
+    import gc
+    import weakref
+
+    from explorer.printed import printed
+
+    class Artifact:
+        calls = 0
+
+        def pretty(self):
+            Artifact.calls += 1
+            return f"artifact {id(self)}"
+
+    a = Artifact()
+    assert printed(a) == a.pretty() and printed(a) == a.pretty()
+    assert Artifact.calls == 3  # printed once for the cache, twice here by hand
+    ref = weakref.ref(a)
+    del a
+    gc.collect()
+    assert ref() is None
+    b = Artifact()  # may reuse the dead one's id: its own text all the same
+    assert printed(b) == f"artifact {id(b)}"

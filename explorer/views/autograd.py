@@ -23,9 +23,10 @@ from matplotlib.ticker import FuncFormatter
 from compiler_core.autodiff.artifacts import PRIMAL, TANGENT, JointGraph, Partition, SavedTensor
 from compiler_core.session import GraphRecord
 from explorer.exploration import Exploration
+from explorer.printed import printed
 from explorer.render.code import highlight_code
 from explorer.render.html import Markup, details, esc, message, plural, table
-from explorer.render.plot import figure_to_svg, new_figure
+from explorer.render.plot import figure_to_svg, new_figure, set_title
 from explorer.render.svg import dot_to_svg
 
 COLLAPSE_AT = 80  # joint graphs with more nodes are summarised first, the full drawing in a scroll pane
@@ -158,7 +159,7 @@ def graph_section(model: AutogradModel) -> str:
     parts.append("<h4>Banned from recompute, and why</h4>" + banned_table(model))
     parts.append("<h4>Memory against recompute, over activation budgets</h4>" + curve_html(model))
     if model.joint is not None:
-        parts.append(details("the joint graph as code", highlight_code(model.joint.pretty(), "python")))
+        parts.append(details("the joint graph as code", highlight_code(printed(model.joint), "python")))
     parts.append(details("the partition as text", f"<pre>{esc(p.pretty())}</pre>"))
     return "".join(parts)
 
@@ -264,7 +265,7 @@ def curve_plot(model: AutogradModel) -> str:
     ax.margins(x=0.22, y=0.15)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=7, loc="upper right")
-    ax.set_title(f"{model.title}: memory against recompute", fontsize=9)
+    set_title(ax, f"{model.title}: memory against recompute")
     return f'<div class="fxe-plot">{figure_to_svg(fig)}</div>'
 
 

@@ -18,7 +18,7 @@ from compiler_core.session import GraphRecord
 from explorer.exploration import Exploration
 from explorer.profiling import record_title
 from explorer.render.html import esc, message, table
-from explorer.render.plot import figure_to_svg, new_figure
+from explorer.render.plot import figure_to_svg, new_figure, set_title
 
 PALETTE = ("#1a73e8", "#f29900", "#34a853", "#d93025", "#9334e6", "#12b5cb", "#e52592", "#80868b")
 MAX_ROWS = 60  # beyond this the picture shows the largest storages
@@ -161,7 +161,7 @@ def lifetime_plot(model: MemoryModel) -> str:
         ax.set_xlabel("step of the host program")
     ax.grid(axis="x", alpha=0.3)
     note = f" (the {MAX_ROWS} largest of {len(model.rows)} storages)" if len(rows) < len(model.rows) else ""
-    ax.set_title(f"{model.title}: buffer lifetimes by storage{note}", fontsize=9)
+    set_title(ax, f"{model.title}: buffer lifetimes by storage{note}")
     return f'<div class="fxe-plot">{figure_to_svg(fig)}</div>'
 
 

@@ -24,7 +24,7 @@ from compiler_core.session import GraphRecord
 from explorer.exploration import Exploration
 from explorer.profiling import record_title
 from explorer.render.html import esc, message, plural, table
-from explorer.render.plot import figure_to_svg, new_figure
+from explorer.render.plot import figure_to_svg, new_figure, set_title
 
 EXTERN_COLOUR, PRIMITIVE_COLOUR = "#d93025", "#1a73e8"
 MAX_BARS = 30  # the most frequent primitives drawn; the table under the chart lists every one
@@ -124,5 +124,5 @@ def histogram_plot(model: PrimitivesModel) -> str:
     ax.invert_yaxis()
     ax.set_xlabel("nodes after decomposition", fontsize=8)
     cut = f" (the {MAX_BARS} most frequent of {len(model.after)})" if len(bars) < len(model.after) else ""
-    ax.set_title(f"{model.title}: primitive histogram{cut}; red: extern calls", fontsize=9)
+    set_title(ax, f"{model.title}: primitive histogram{cut}; red: extern calls")
     return f'<div class="fxe-plot">{figure_to_svg(fig, alt="primitive histogram")}</div>'

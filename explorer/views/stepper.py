@@ -18,6 +18,7 @@ import torch
 
 from compiler_core.session import CompileSession, GraphRecord
 from explorer.exploration import Exploration
+from explorer.printed import printed
 from explorer.render.code import highlight_code
 from explorer.render.html import details, esc, plural
 
@@ -78,7 +79,7 @@ def _record_steps(record: GraphRecord) -> list[tuple[str, str, str, str]]:
         joint = record.joint
         saved = (f"; the partition saves {plural(len(record.partition.saved), 'tensor')} "
                  f"({_mb(record.partition.saved_bytes)}) for the backward" if record.partition is not None else "")
-        text = joint.pretty() + ("\n\n" + record.partition.pretty() if record.partition is not None else "")
+        text = printed(joint) + ("\n\n" + record.partition.pretty() if record.partition is not None else "")
         steps.append((STAGES[1], f"{plural(ops, 'captured op')} became a joint graph of {len(joint.forward_nodes)} "
                                  f"forward and {len(joint.backward_nodes)} backward nodes{saved}", text, "python"))
     elif aten is not None:
@@ -90,13 +91,13 @@ def _record_steps(record: GraphRecord) -> list[tuple[str, str, str, str]]:
         count, externs = len(prims.node_prims), len(prims.externs)
         source = f"{plural(aten, 'ATen op')} became" if aten is not None else "decomposed into"
         steps.append((STAGES[2], f"{source} {plural(count, 'primitive op')}; {plural(externs, 'extern call')}",
-                      prims.pretty(), "python"))
+                      printed(prims), "python"))
     loops = record.loops
     if loops is not None:
         externs = sum(1 for n in loops.nodes if n.kind == "extern")
         source = f"{plural(len(prims.node_prims), 'primitive op')} became" if prims is not None else "lowered to"
         steps.append((STAGES[3], f"{source} {plural(len(loops.nodes), 'loop node')} "
-                                 f"({plural(externs, 'extern call')} among them)", loops.pretty(), "text"))
+                                 f"({plural(externs, 'extern call')} among them)", printed(loops), "text"))
     schedule = record.schedule
     if schedule is not None and loops is not None:
         externs = len(schedule.groups) - schedule.kernel_count
