@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from compiler_core.codegen.wrapper import PUBLIC_FUNCTIONS
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.values import Op, walk
 from compiler_core.schedule.artifacts import FusionGroup
@@ -205,13 +206,16 @@ class _TimedKernel:
 
 
 class _TimedOps:
-    """Stands in for `torch` inside a host program: torch.ops.<ns>.<op>.<overload>(...) is timed."""
+    """Stands in for `torch` inside a host program: torch.ops.<ns>.<op>.<overload>(...) is timed, and so are
+    the extern ops printed as torch's own functions (codegen/wrapper.py's PUBLIC_FUNCTIONS)."""
 
     def __init__(self, recorder: _Recorder, path: tuple[str, ...] = ()):
         self._recorder, self._path = recorder, path
 
     def __getattr__(self, name: str) -> Any:
         if not self._path and name != "ops":
+            if f"aten.{name}.default" in PUBLIC_FUNCTIONS:  # an extern op printed as torch's function
+                return self._public(name)
             return getattr(torch, name)
         path = self._path + (name,)
         if len(path) == 4:  # ("ops", namespace, op, overload)
@@ -219,6 +223,16 @@ class _TimedOps:
             target = ".".join(path[1:])
             return lambda *a, **kw: self._recorder.timed("extern", target, op, a, kw, True)
         return _TimedOps(self._recorder, path)
+
+
+    def _public(self, name: str) -> Callable:
+        """torch.<name>(...), run and timed as the overload it calls: the out overload when given out=."""
+
+        def timed(*a: Any, **kw: Any) -> Any:
+            overload = "out" if "out" in kw else "default"
+            op = getattr(getattr(torch.ops.aten, name), overload)
+            return self._recorder.timed("extern", f"aten.{name}.{overload}", op, a, kw, True)
+        return timed
 
 
 def extern_cost(op: Any, args: tuple, kwargs: dict, out: Any) -> tuple[int, int]:

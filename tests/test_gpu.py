@@ -333,3 +333,27 @@ def test_convolution_graphs_run_channels_last_on_the_gpu_on_request():
 
     # cuDNN transposes each NCHW result back; channels-last results need no such pass.
     assert transposes(compiled) < max(1, transposes(case.model)), decision.pretty()
+
+
+def test_online_softmax_over_a_vocabulary_matches_eager_on_the_gpu():
+    """Rows of 50,257 (GPT-2's vocabulary) take their max and sum of exponentials in one pass
+    (plan_passes.online_softmax), edge rows included; cross entropy over bf16 logits as an LM head's."""
+    from test_online_softmax import edge_rows
+
+    def softmaxes(x):
+        return torch.softmax(x, -1), torch.log_softmax(x, -1)
+
+    x = edge_rows(50257).cuda()
+    compiled = cc.compile(softmaxes)
+    for got, expected in zip(compiled(x), softmaxes(x)):
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    assert any("online softmax" in n for k in compiled.session.kernels for n in k.plan.notes)
+
+    torch.manual_seed(0)
+    logits = (torch.randn(512, 50257, device="cuda") * 4).to(torch.bfloat16)
+    target = torch.randint(0, 50257, (512,), device="cuda")
+
+    def loss(logits, target):
+        return F.cross_entropy(logits.float(), target)
+
+    torch.testing.assert_close(cc.compile(loss)(logits, target), loss(logits, target))

@@ -146,7 +146,7 @@ def test_extern_that_aliases_its_input_keeps_the_storage_alive(backend, monkeypa
 
 
 # ---- hygienic host programs -------------------------------------------------------------------
-SHADOWING_NAMES = ["rt", "k", "consts", "torch", "DEVICE", "NTHREADS", "args", "call", "view", "ensure_layout",
+SHADOWING_NAMES = ["rt", "k", "consts", "torch", "DEVICE", "NTHREADS", "alloc", "args", "call", "view", "ensure_layout",
                    "empty_strided", "buf0", "buf1", "in_ptr0", "out_ptr0", "x0", "r0", "xindex", "tl", "exp",
                    "fused_mul_add_1", "mul_1", "_results"]
 
@@ -196,7 +196,7 @@ def test_printed_host_program_runs_as_printed(backend):
     loaded = load_kernels(record.kernels, backend, record.loops)
     namespace = {"torch": torch, "rt": host, "k": SimpleNamespace(**loaded.functions),
                  "consts": record.loops.constants, "DEVICE": torch.device("cpu"),
-                 "NTHREADS": torch.get_num_threads()}
+                 "NTHREADS": torch.get_num_threads(), "alloc": host.allocator("cpu")}
     exec(record.wrapper.pretty(), namespace)  # the text a user reads, nothing else
     _assert_same(namespace["call"](list(example)), fn(*example))
 
@@ -340,3 +340,60 @@ def test_negation_and_copysign_keep_the_sign_of_zero(backend):
 
     for got, expected in zip(cc.compile(fn, backend=backend)(x), fn(x)):
         assert torch.equal(got, expected) and torch.equal(torch.signbit(got), torch.signbit(expected))
+
+
+# ---- extern ops printed as torch's own functions ----------------------------------------------------
+CUDA_ONLY_PUBLIC = {"aten._scaled_dot_product_flash_attention.default",
+                    "aten._scaled_dot_product_efficient_attention.default",
+                    "aten._scaled_dot_product_cudnn_attention.default"}  # checked by value in the GPU zoo
+
+
+def _public_function_cases():
+    a, b, bias = torch.randn(2, 3), torch.randn(3, 4), torch.randn(4)
+    ba, bb = torch.randn(2, 2, 3), torch.randn(2, 3, 4)
+    x, w = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3)
+    q = torch.randn(1, 2, 4, 8)
+    conv = (x, w, torch.randn(3), [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    return {
+        "aten.mm.default": ((a, b), {}), "aten.mm.out": ((a, b), {"out": torch.empty(2, 4)}),
+        "aten.bmm.default": ((ba, bb), {}), "aten.bmm.out": ((ba, bb), {"out": torch.empty(2, 2, 4)}),
+        "aten.addmm.default": ((bias, a, b), {"beta": 0.5}),
+        "aten.addmm.out": ((bias, a, b), {"alpha": 2.0, "out": torch.empty(2, 4)}),
+        "aten.baddbmm.default": ((torch.randn(2, 2, 4), ba, bb), {}),
+        "aten.baddbmm.out": ((torch.randn(2, 2, 4), ba, bb), {"out": torch.empty(2, 2, 4)}),
+        "aten.convolution.default": (conv, {}),  # torch.convolution takes no out=: its out overload is not listed
+        "aten.embedding.default": ((torch.randn(10, 4), torch.tensor([1, 7, 3])), {}),
+        "aten._scaled_dot_product_flash_attention_for_cpu.default": ((q, q, q), {"scale": 0.3}),
+    }
+
+
+def test_every_extern_printed_as_torchs_function_dispatches_to_its_overload():
+    """The host program calls `torch.mm(a, b, out=c)` for aten.mm.out (codegen/wrapper.py). Torch's function
+    picks an overload from the arguments: it must be the one the graph holds, with the same result."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from compiler_core.codegen.wrapper import PUBLIC_FUNCTIONS, callable_of
+
+    class Dispatched(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.ops = []
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.ops.append(str(func))
+            return func(*args, **(kwargs or {}))
+
+    cases = _public_function_cases()
+    assert set(cases) | CUDA_ONLY_PUBLIC == set(PUBLIC_FUNCTIONS), "each printed function needs its case here"
+    for target, (args, kwargs) in cases.items():
+        printed = callable_of(target)
+        assert printed.startswith("torch.") and not printed.startswith("torch.ops."), (target, printed)
+        function = eval(printed, {"torch": torch})
+        with Dispatched() as mode:
+            got = function(*args, **kwargs)
+        assert mode.ops[:1] == [target], (target, mode.ops)
+        expected = eval(f"torch.ops.{target}", {"torch": torch})(*args, **kwargs)
+        for g, e in zip(torch.utils._pytree.tree_leaves(got), torch.utils._pytree.tree_leaves(expected)):
+            if isinstance(g, torch.Tensor) and g.is_floating_point():
+                torch.testing.assert_close(g, e)
+    assert callable_of("aten.sum.dim_IntList") == "torch.ops.aten.sum.dim_IntList"  # not listed: the overload

@@ -4,7 +4,8 @@ The host program is built as statements (allocate, reuse, launch, extern call, f
 printed as Python defining `call(args)`.  The printed text is exactly what runs: the runtime execs
 it with these names in scope and no others it relies on:
 
-    rt      runtime helpers (compiler_core.runtime.host): view, ensure_layout, empty_strided...
+    rt      runtime helpers (compiler_core.runtime.host): view, ensure_layout, poison...
+    alloc   alloc(size, stride, dtype): a new tensor on the graph's device (host.allocator says why)
     k       the loaded kernels, by kernel name
     consts  the graph's constant tensors, by buffer name
     torch, DEVICE, NTHREADS
@@ -42,6 +43,7 @@ from compiler_core.schedule.plan_passes import (
     choose_loop_order,
     choose_reduction_layout,
     choose_reduction_split,
+    online_softmax,
     run_plan_passes,
     simplify_plan,
 )
@@ -88,7 +90,7 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
         passes.append(("reduction layout", choose_reduction_layout))
         if backend == "triton":
-            passes.append(("reduction split", choose_reduction_split))
+            passes += [("reduction split", choose_reduction_split), ("online softmax", online_softmax)]
         plans.append(run_plan_passes(group_plan(graph, group), passes))
     return plans
 
@@ -290,6 +292,31 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
 
 
 # ---- printing -----------------------------------------------------------------------------
+# Extern ops printed as torch's own Python function (`torch.mm(a, b, out=c)`) rather than the overload
+# (`torch.ops.aten.mm.out(...)`): the same ATen op through torch's generated argument parser, about 1 µs a
+# call less than an OpOverload on the CPU machine, and the call a user would write. Only ops whose
+# function resolves to exactly the overload we hold for the arguments we print (positional as in
+# the schema, keywords by schema name; `out=` picks the out overload): tests/test_trust.py records
+# the dispatched overload of each one that runs on the CPU.
+PUBLIC_FUNCTIONS = frozenset({
+    "aten.mm.default", "aten.mm.out", "aten.bmm.default", "aten.bmm.out", "aten.addmm.default", "aten.addmm.out",
+    "aten.baddbmm.default", "aten.baddbmm.out", "aten.convolution.default",
+    "aten.embedding.default", "aten._scaled_dot_product_flash_attention_for_cpu.default",
+    "aten._scaled_dot_product_flash_attention.default", "aten._scaled_dot_product_efficient_attention.default",
+    "aten._scaled_dot_product_cudnn_attention.default",
+})
+
+
+def callable_of(target: str) -> str:
+    """How the host program calls extern op `target` ("aten.mm.default"): torch's function where it is
+    that overload, else the overload itself."""
+    if target in PUBLIC_FUNCTIONS:
+        name = target.split(".")[1]
+        if getattr(torch, name, None) is getattr(torch._C._VariableFunctions, name, False):
+            return f"torch.{name}"
+    return f"torch.ops.{target}"
+
+
 def local(buffer: str) -> str:
     """The host program's local for a buffer: prefixed, so it cannot shadow rt, k, consts or torch."""
     return f"v_{buffer}"
@@ -320,8 +347,7 @@ class _Printer:
             return lines + [f"{local(n)} = consts[{n!r}]" for n in s.constants]
         if isinstance(s, Allocate):
             b = s.buffer
-            return [f"{local(b.name)} = rt.empty_strided({b.layout.size}, {b.layout.stride}, dtype={b.dtype}, "
-                    f"device=DEVICE)"]
+            return [f"{local(b.name)} = alloc({b.layout.size}, {b.layout.stride}, {b.dtype})"]
         if isinstance(s, Reuse):
             b = s.buffer
             return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
@@ -376,8 +402,8 @@ class _Printer:
         args = ", ".join(self.arg(a) for a in s.args)
         kwargs = "".join(f", {key}={self.arg(v)}" for key, v in s.kwargs)
         if s.out_target:
-            return [f"torch.ops.{s.out_target}({args}{kwargs}, out={local(s.slots[0].name)})"]
-        call = f"torch.ops.{s.target}({args}{kwargs})"
+            return [f"{callable_of(s.out_target)}({args}{kwargs}, out={local(s.slots[0].name)})"]
+        call = f"{callable_of(s.target)}({args}{kwargs})"
         if not s.sequence:
             lines = [f"{local(s.slots[0].name)} = {call}"]
         else:

@@ -103,6 +103,7 @@ def host_call(wrapper: WrapperProgram, kernels: dict[str, Any], graph: LoopGraph
     namespace: dict[str, Any] = {
         "torch": torch, "rt": host, "k": SimpleNamespace(**kernels), "consts": dict(graph.constants),
         "DEVICE": torch.device(graph.device), "NTHREADS": torch.get_num_threads(),
+        "alloc": host.allocator(graph.device),
     }
     if checker is not None:
         namespace["checker"] = checker

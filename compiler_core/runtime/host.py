@@ -8,11 +8,30 @@ program makes is checked against every live one for a shared storage the plan di
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
 empty_strided = torch.empty_strided
+
+
+def allocator(device: str) -> Callable[[tuple, tuple, torch.dtype], torch.Tensor]:
+    """`alloc(size, stride, dtype)` for a host program on `device` (its current index). Where torch has
+    them, its C++ allocation helpers for generated code (`torch._C._dynamo.guards._empty_strided_cpu` /
+    `_cuda`, which Inductor's host code calls) skip the Python argument parsing of `torch.empty_strided`:
+    0.5 µs against 1.3 µs an allocation on the CPU machine, and a host program makes one per buffer
+    it does not reuse. Otherwise `torch.empty_strided`, the same tensor."""
+    kind = torch.device(device).type
+    guards = getattr(getattr(torch._C, "_dynamo", None), "guards", None)
+    fast = getattr(guards, f"_empty_strided_{kind}", None) if kind in ("cpu", "cuda") else None
+    if fast is not None and torch.device(device).index is None:
+        return fast
+    target = torch.device(device)
+
+    def alloc(size: tuple, stride: tuple, dtype: torch.dtype) -> torch.Tensor:
+        return torch.empty_strided(size, stride, dtype=dtype, device=target)
+
+    return alloc
 
 # Written into freed integer storages: unlikely as a real value, and visible when printed.
 INT_SENTINEL = -0x5A5A5A5A

@@ -164,6 +164,9 @@ class Step:
     store_index: Optional[Index] = None
     store_dtype: Optional[torch.dtype] = None
     origins: tuple[str, ...] = ()  # the FX nodes of the step's own node (its loads and store, its reduction)
+    # reduction_type "sumexp" (plan_passes.online_softmax): sum(exp(value - M)) over the row, M the row's
+    # max of the same value, computed by step `online_max` in the same pass (running max and rescaled sum)
+    online_max: Optional[str] = None
 
 
 INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder", "fmod")
@@ -239,7 +242,9 @@ class KernelPlan:
             lines.append(where)
             for step in steps:
                 value = format_value(step.value)
-                if step.reduction_type:
+                if step.online_max:
+                    value = f"sum(exp({value} - {step.online_max}))  [online: rescaled as {step.online_max} grows]"
+                elif step.reduction_type:
                     value = f"{step.reduction_type}({value})"
                 target = f"{step.store_buffer}[{step.store_index}]" if step.store_buffer else f"{step.node} (kept)"
                 lines.append(f"    {target} = {value}    # {step.node}")

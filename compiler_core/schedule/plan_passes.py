@@ -18,6 +18,8 @@ kernel before and after each one:
     choose_reduction_split  a reduction with few rows and long rows, or few column blocks and long
                             columns, is split across many programs per row (Triton): each pass over the row
                             leaves partials, a small kernel reduces them
+    online_softmax          (Triton) a row too long for registers whose max M and sum(exp(x - M)) took two
+                            passes over memory takes one: a running max, the sum rescaled when it grows
 
     plan = choose_reduction_split(choose_reduction_layout(choose_index_width(plan)))
     plan.notes   # ('index: int64 (largest offset 4.3e9 > 2**31-1)', 'reduction split: 1024 programs per row...')
@@ -35,11 +37,14 @@ from typing import Callable, Optional
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
-from compiler_core.ir.values import IndexValue, Load, subs_index, walk
+from compiler_core.ir.values import IndexValue, Load, Op, ReductionResult, subs_index, walk
 from compiler_core.schedule.kernel_plan import KernelPlan
 from compiler_core.schedule.simplify import simplify_value
 
 INT32_MAX = 2**31 - 1
+# Triton keeps a reduction's whole row in registers up to this many elements (one pass, "persistent");
+# longer rows are looped over in pieces, once per dependent reduction.
+PERSISTENT_MAX_RBLOCK = 16384
 # Loop counters run past their bound by up to a block (Triton's xindex, rindex) or a split's rounding
 # before the mask cuts them off; the mask compares the counter, so the counter itself must not wrap.
 COUNTER_HEADROOM = 1 << 24
@@ -323,3 +328,60 @@ def split_refusal(plan: KernelPlan) -> str | None:
 def column_blocks(plan: KernelPlan) -> int:
     """Programs a column reduction runs unsplit: one per COLUMN_XBLOCK adjacent columns."""
     return ceil(plan.xnumel / COLUMN_XBLOCK)
+
+
+# ---- online softmax -------------------------------------------------------------------------------
+def online_softmax(plan: KernelPlan) -> KernelPlan:
+    """Softmax, log-softmax and cross entropy over a long row (more than PERSISTENT_MAX_RBLOCK elements,
+    an LM head's vocabulary) pass over the row for its max M, again for sum(exp(x - M)), and again for
+    the outputs. The first two become one pass: per lane a running max m and a sum s of exp(x - m),
+    rescaled by exp(m_old - m_new) when m grows; at the end the lanes are brought to the row's max.
+    Eager's values at the edges are kept: a row of -inf (M = -inf) sums to NaN, NaN propagates. Triton
+    only (the C++ backend's rows sit in cache); not for split reductions (their partials take one pass
+    each) nor column reductions."""
+    if (not plan.is_reduction or plan.columns or plan.split > 1 or plan.segments
+            or next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK):
+        return plan
+    maxima = {s.node: s for s in plan.steps if s.scope == "full" and s.reduction_type == "amax"
+              and s.value.dtype in (torch.float32, torch.float64)}
+    steps, merged = list(plan.steps), []
+    for i, step in enumerate(steps):
+        if step.scope != "full" or step.reduction_type != "sum":
+            continue
+        shifted = _exp_of_shifted(step.value)
+        if shifted is None or shifted[1] not in maxima or maxima[shifted[1]].value != shifted[0]:
+            continue
+        peak = maxima[shifted[1]]
+        candidate = steps[:i] + [dataclasses.replace(step, value=peak.value, reduction_type="sumexp",
+                                                     online_max=peak.node)] + steps[i + 1:]
+        trial = dataclasses.replace(plan, steps=tuple(candidate))
+        if any(step.node in {s.node for s in group} and peak.node in {s.node for s in group}
+               for kind, group in trial.phases() if kind == "loop"):  # one pass holds both: keep it
+            steps = candidate
+            merged.append((peak.node, step.node))
+    if not merged:
+        return plan
+    passes_before = sum(1 for kind, _ in plan.phases() if kind == "loop")
+    out = dataclasses.replace(plan, steps=tuple(steps))
+    passes_after = sum(1 for kind, _ in out.phases() if kind == "loop")
+    pairs = ", ".join(f"{m} and {s}" for m, s in merged)
+    note = (f"online softmax: {pairs} in one pass over rows of {plan.rnumel} (running max, rescaled sum); "
+            f"{passes_before} passes over memory -> {passes_after}")
+    return dataclasses.replace(out, notes=out.notes + (note,))
+
+
+def _exp_of_shifted(value) -> Optional[tuple]:
+    """(F, M) where `value` is exp(F - M), M a reduction result of the same float dtype; else None."""
+    if not (isinstance(value, Op) and value.op == "exp" and len(value.args) == 1):
+        return None
+    inner = value.args[0]
+    if not (isinstance(inner, Op) and inner.op == "sub" and len(inner.args) == 2):
+        return None
+    f, m = inner.args
+    if not isinstance(m, ReductionResult) or not (f.dtype == m.dtype == inner.dtype == value.dtype):
+        return None
+    return f, m.node
+
+
+def next_pow2(n: int) -> int:
+    return 1 << max(0, (max(n, 1) - 1).bit_length())

@@ -51,7 +51,7 @@ DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
 ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keeping them, passed at launch
 # No multiply-add contracted into an FMA (compiler_core/runtime/cpp_build.py says why), in every launch.
 EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
-PERSISTENT_MAX_RBLOCK = 16384
+PERSISTENT_MAX_RBLOCK = plan_passes.PERSISTENT_MAX_RBLOCK
 LOOPED_RBLOCK = 2048
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
@@ -467,8 +467,7 @@ def triton_literal(value: object, dtype: torch.dtype) -> str:
     return str(int(value))
 
 
-def _next_pow2(n: int) -> int:
-    return 1 << max(0, (max(n, 1) - 1).bit_length())
+_next_pow2 = plan_passes.next_pow2
 
 
 def choose_config(plan: KernelPlan, interpret: bool) -> dict:
@@ -683,7 +682,7 @@ def _pointwise_body(steps: list[Step], interpret: bool, stores_last: bool = Fals
     return printer.lines + stores
 
 
-_INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")'}
+_INIT = {"sum": "0", "prod": "1", "amax": 'float("-inf")', "amin": 'float("inf")', "sumexp": "0"}
 
 
 def _init_value(kind: str, dtype: torch.dtype) -> str:
@@ -748,8 +747,9 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
         reductions = [s for s in group if s.reduction_type]
         _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", f"roffset + {_row_positions(plan)}")
         for s in reductions:
-            row.lines += [row.mark(line, s.origins)
-                          for line in _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)]
+            finish = (_online_sum_finish(s) if s.online_max else
+                      _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype))
+            row.lines += [row.mark(line, s.origins) for line in finish]
             row.lines.append(row.mark(f"red_{s.node} = _red", s.origins))
             if s.store_buffer:
                 row.lines.append(row.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"), s.origins))
@@ -764,22 +764,48 @@ def _accumulate(row: TritonPrinter, group: list[Step], full_mask: str, loop: str
         init = _init_value(s.reduction_type, s.value.dtype)
         row.lines.append(row.mark(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, "
                                   f"{register_dtype(s.value.dtype)})", s.origins))
+    rescaled = {s.online_max for s in group if s.online_max}  # maxima an online sum is rescaled by
     inner = row.child()
     inner.mask = full_mask
     inner.lines += [f"rindex = {rindex}", "rmask = rindex < rnumel"]
     for s in group:
         inner.origins = s.origins
         name = inner.emit(s.value)
-        if s.reduction_type:
+        if s.online_max:
+            inner.lines += map(inner.mark, _online_sum_update(s, name, full_mask))
+        elif s.reduction_type:
             acc = f"acc_{s.node}"
             init = _init_value(s.reduction_type, s.value.dtype)
             v = f"tl.where({full_mask}, {name}, {init})"
+            if s.node in rescaled:  # the online sum needs the max before this piece
+                inner.lines.append(inner.mark(f"before_{s.node} = {acc}"))
             inner.lines.append(inner.mark(f"{acc} = {_combine(s, acc, v)}"))
         else:
             inner.lines.append(inner.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
     row.sync_counter(inner)
     row.lines.append(f"for roffset in {loop}:")
     row.lines += ["    " + ln for ln in inner.lines]
+
+
+def _online_sum_update(s: Step, name: str, mask: str) -> list[str]:
+    """One piece of an online sum(exp(x - M)) (plan_passes.online_softmax), after the piece's update of
+    M's accumulator: the lane's sum is rescaled from the max before the piece to the max after it, and
+    the piece's terms are added at the new max. A lane whose max did not move keeps its scale (so -inf
+    against -inf never makes a NaN), and an -inf element adds 0, as exp(-inf - M) does for any M but
+    -inf, the case `_online_sum_finish` restores."""
+    acc, peak, before = f"acc_{s.node}", f"acc_{s.online_max}", f"before_{s.online_max}"
+    v = f"v_{s.node}"
+    return [f"{v} = tl.where({mask}, {name}, float('-inf'))",
+            f"{acc} = {acc} * tl.where({before} == {peak}, 1.0, tl.exp({before} - {peak})) + "
+            f"tl.where({v} == float('-inf'), 0.0, tl.exp({v} - {peak}))"]
+
+
+def _online_sum_finish(s: Step) -> list[str]:
+    """The lanes' sums brought to the row's max `red_<M>` (finished before) and added; a row whose max is
+    -inf (every element -inf) sums exp(-inf - -inf) = NaN in eager PyTorch, and so here."""
+    acc, peak, row_max = f"acc_{s.node}", f"acc_{s.online_max}", f"red_{s.online_max}"
+    return [f"_red = tl.sum({acc} * tl.where({peak} == {row_max}, 1.0, tl.exp({peak} - {row_max})), 1)[:, None]",
+            f"_red = tl.where({row_max} == float('-inf'), float('nan'), _red)"]
 
 
 def _combine(step: Step, acc: str, value: str) -> str:
