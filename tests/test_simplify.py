@@ -96,14 +96,32 @@ def test_every_kernel_records_its_passes(backend):
     compiled(torch.randn(600, 80))
     for k in compiled.session.kernels:
         names = [r.name for r in k.passes]
-        expected = ["built", "simplify", "loop order", "index width", "reduction layout"]
-        expected += ["reduction split"] if backend == "triton" else []
+        expected = ["built", "merge reductions", "simplify", "loop order", "index width", "reduction layout"]
+        expected += ["reduction split", "online softmax"] if backend == "triton" else []
         assert names == expected, names
         assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
-        assert k.passes[0].changed and k.passes[3].changed  # the index width always adds its note
-        assert not k.passes[2].changed  # row-major stores: the loop order stays
+        assert k.passes[0].changed and k.passes[4].changed  # the index width always adds its note
+        assert not k.passes[1].changed and not k.passes[3].changed  # one reduction; row-major stores
     (reduction,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
     log = describe_passes(reduction.passes)
     assert "== simplify\n   simplify: x * 1 -> x (1x)" in log
     assert "-" in log and "+# index: int32" in log  # the diff of the printed plan
     assert "== reduction layout\n   reduction layout: columns" in log
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_layer_norm_sums_its_input_once_and_the_pass_says_so(backend):
+    """layer_norm's decomposition reduces x twice the same way (the mean, and again inside the variance):
+    the merge-reductions pass keeps one, and the log shows the plan with both, then with one."""
+    def f(x, w, b):
+        return torch.nn.functional.layer_norm(x, (96,), w, b)
+
+    torch.manual_seed(0)
+    x, w, b = torch.randn(64, 96), torch.randn(96), torch.randn(96)
+    compiled = cc.compile(f, backend=backend)
+    torch.testing.assert_close(compiled(x, w, b), f(x, w, b))
+    (kernel,) = compiled.session.kernels
+    merge = next(r for r in kernel.passes if r.name == "merge reductions")
+    assert merge.changed and "merge reductions:" in kernel.plan.pretty()
+    built = next(r for r in kernel.passes if r.name == "built")
+    assert built.after.count("= sum(") > kernel.plan.pretty().count("= sum(")  # a sum fewer after the pass

@@ -43,6 +43,7 @@ from compiler_core.schedule.plan_passes import (
     choose_loop_order,
     choose_reduction_layout,
     choose_reduction_split,
+    merge_reductions,
     online_softmax,
     run_plan_passes,
     simplify_plan,
@@ -84,8 +85,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
                      for i, (nodes, x) in enumerate(group.segments)]
             plans.append(run_plan_passes(segmented_plan(group.name, parts), [("simplify", simplify_plan)]))
             continue
-        passes = [("simplify", simplify_plan), ("loop order", choose_loop_order),
-                  ("index width", choose_index_width)]
+        passes = [("merge reductions", merge_reductions), ("simplify", simplify_plan),
+                  ("loop order", choose_loop_order), ("index width", choose_index_width)]
         if group.name in over:
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
         passes.append(("reduction layout", choose_reduction_layout))

@@ -185,6 +185,7 @@ class DirectLaunch:
             address = a.data_ptr()
             bits |= address
             addresses.append(address)
+        # The first tensor's device stands for all: a host program's tensors all live on its one device.
         if bits & 15 or args[0].get_device() != self.device:
             return False
         launch_args = (self.function, dims[0], dims[1], dims[2], self.num_warps, self.shared, self.arg_types,

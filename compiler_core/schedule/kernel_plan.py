@@ -296,8 +296,6 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
 
     resolved: dict[Load, Value] = {}  # each (buffer, index) is inlined once, however often it is read
-    same_reduction: dict[str, str] = {}  # reduction -> an earlier one computing the very same value
-    reductions_seen: dict[tuple, str] = {}
 
     def resolve(value: Value, depth: int = 0) -> Value:
         if depth > 120:
@@ -320,7 +318,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                 if v.index.simplify(ranges) != store:
                     raise PlanError(f"reduction axis: a consumer reads reduction {producer.name} at {v.index}, not "
                                     f"at this row's result {store}: the rows of the two do not line up")
-                return ReductionResult(same_reduction.get(producer.name, producer.name), producer.body.dtype)
+                return ReductionResult(producer.name, producer.body.dtype)
             # Pointwise producer: recompute it here, at the element this load asks for.
             key = (producer.name, v.index, space)
             body = recomputed.get(key) if recomputed is not None else None
@@ -348,17 +346,8 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
         mapping, scope = placed[n]
         value = resolve(subs_index(with_origins(node.body, node.origins), mapping, ranges))
         store_index = _store_in_space(node, mapping, ranges) if is_stored else None
-        if node.kind == "reduction":
-            # layer_norm's decomposition sums x twice (for the mean and inside var): reduce once.
-            key = (node.reduction_type, value)
-            if key in reductions_seen:
-                same_reduction[n] = reductions_seen[key]
-                if is_stored:
-                    steps.append(Step(node=n, scope="row", value=ReductionResult(reductions_seen[key], value.dtype),
-                                      store_buffer=node.output.name, store_index=store_index,
-                                      store_dtype=node.output.dtype, origins=node.origins))
-                continue
-            reductions_seen[key] = n
+        # Two reductions of one value (layer norm's decomposition sums x twice) both stay here; the plan
+        # pass merge_reductions (schedule/plan_passes.py) computes the second no more, and says so.
         steps.append(Step(node=n, scope=scope if node.kind == "pointwise" else "full", value=value,
                           reduction_type=node.reduction_type,
                           store_buffer=node.output.name if is_stored else None, store_index=store_index,

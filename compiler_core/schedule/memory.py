@@ -27,6 +27,7 @@ from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
 from compiler_core.schedule.inplace import in_place_updates
 from compiler_core.schedule.kernel_plan import PlanError, can_write_over, group_plan
+from compiler_core.schedule.plan_passes import merge_reductions
 
 # Extern ops whose result may be written into a storage we hand them: op -> its out= overload. Their
 # results are dense and row-major, and the out= overload writes every element.
@@ -126,7 +127,7 @@ def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, 
     if not candidates or not any(_fits(buffers[d], buffers[o]) for d in candidates for o in outputs):
         return {}
     try:
-        plan = group_plan(graph, group)
+        plan = merge_reductions(group_plan(graph, group))  # the plan's passes over memory as codegen prints them
     except PlanError:
         return {}
     chosen: dict[str, str] = {}

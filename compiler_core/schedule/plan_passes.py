@@ -5,6 +5,9 @@ Each pass takes a plan and returns a new one with its decision set and the reaso
 order and keeps a `PassRecord` per pass (the plan as printed after it), so the explorer can show a
 kernel before and after each one:
 
+    merge_reductions        a reduction of the very value an earlier one of the kernel reduces, the same
+                            way (layer norm sums x twice: for the mean and inside the variance), is that
+                            one's result: computed once, and every later step reads the first
     simplify                algebraic simplification and constant folding of every step's value,
                             exact rules only (schedule/simplify.py): no `x * 1.0` left in a kernel
     choose_loop_order       a pointwise kernel's x dimensions in the order of its stores' strides, so a
@@ -37,7 +40,7 @@ from typing import Callable, Optional
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
-from compiler_core.ir.values import IndexValue, Load, Op, ReductionResult, subs_index, walk
+from compiler_core.ir.values import IndexValue, Load, Op, ReductionResult, Value, rebuild, subs_index, walk
 from compiler_core.schedule.kernel_plan import KernelPlan
 from compiler_core.schedule.simplify import simplify_value
 
@@ -328,6 +331,43 @@ def split_refusal(plan: KernelPlan) -> str | None:
 def column_blocks(plan: KernelPlan) -> int:
     """Programs a column reduction runs unsplit: one per COLUMN_XBLOCK adjacent columns."""
     return ceil(plan.xnumel / COLUMN_XBLOCK)
+
+
+# ---- reduction merging ----------------------------------------------------------------------------
+def merge_reductions(plan: KernelPlan) -> KernelPlan:
+    """Each reduction whose (kind, value) an earlier step of the plan already reduces is dropped; what
+    read it reads the earlier result (a later value that becomes equal through that is merged too), and
+    where its buffer is stored, a row step stores the earlier result there."""
+    if not plan.is_reduction:
+        return plan
+    first: dict[tuple, str] = {}  # (reduction kind, value) -> the step computing it
+    renamed: dict[str, str] = {}  # merged reduction -> the one computing its value
+    steps, merged = [], []
+    for step in plan.steps:
+        value = _results_renamed(step.value, renamed) if renamed else step.value
+        if step.reduction_type and step.scope == "full":
+            key = (step.reduction_type, value)
+            if key in first:
+                renamed[step.node] = first[key]
+                merged.append(f"{step.node} is {first[key]}")
+                if step.store_buffer:
+                    steps.append(dataclasses.replace(step, scope="row", reduction_type=None,
+                                                     value=ReductionResult(first[key], value.dtype)))
+                continue
+            first[key] = step.node
+        steps.append(step if value is step.value else dataclasses.replace(step, value=value))
+    if not merged:
+        return plan
+    note = f"merge reductions: {', '.join(merged)} (the same reduction of the same value), computed once"
+    return dataclasses.replace(plan, steps=tuple(steps), notes=plan.notes + (note,))
+
+
+def _results_renamed(value: Value, renamed: dict[str, str]) -> Value:
+    def leaf(v: Value) -> Value:
+        if isinstance(v, ReductionResult) and v.node in renamed:
+            return dataclasses.replace(v, node=renamed[v.node])
+        return v
+    return rebuild(value, leaf)
 
 
 # ---- online softmax -------------------------------------------------------------------------------
