@@ -15,17 +15,16 @@ instead of quoting a ratio.
 
 from __future__ import annotations
 
-import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 import torch
 
+from compiler_core.bench import noise
+from compiler_core.bench.noise import load_average, usable_cores  # noqa: F401 - the explorer's names for them
 from compiler_core.bench.timing import calls_per_sample, sample_ms, synchronize
 
-# A side whose interquartile range exceeds this fraction of its median is too noisy to quote.
-MAX_RELATIVE_SPREAD = 0.25
 # The quick re-measure's ratio may differ from the main one by this fraction before it counts as noise.
 MAX_RECHECK_DISAGREEMENT = 0.25
 RECHECK_REPEATS = 3
@@ -48,10 +47,7 @@ class Samples:
 
     @property
     def quartiles(self) -> tuple[float, float]:
-        if len(self.seconds) < 2:
-            return self.seconds[0], self.seconds[0]
-        q = statistics.quantiles(self.seconds, n=4, method="inclusive")
-        return q[0], q[2]
+        return noise.quartiles(self.seconds)
 
     @property
     def iqr(self) -> float:
@@ -61,7 +57,7 @@ class Samples:
     @property
     def relative_spread(self) -> float:
         """IQR / median: 0.05 means the middle half of the samples lies within 5% of the median."""
-        return self.iqr / self.median if self.median > 0 else float("inf")
+        return noise.relative_spread(self.seconds)
 
 
 @dataclass(frozen=True)
@@ -185,20 +181,6 @@ def sample_seconds(fn: Callable[[], object], calls: int, device: str) -> float:
     return sample_ms(fn, calls, device) / 1e3
 
 
-def usable_cores() -> int:
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
-def load_average() -> Optional[tuple[float, int]]:
-    try:
-        return os.getloadavg()[0], usable_cores()
-    except (AttributeError, OSError):  # Windows
-        return None
-
-
 def noise_reasons(samples: dict[str, Samples], load: Optional[tuple[float, int]],
                   recheck: dict[str, float], eager_one_thread_s: Optional[float] = None) -> tuple[str, ...]:
     """Why a measurement cannot support a headline ratio; () when it can."""
@@ -210,12 +192,8 @@ def noise_reasons(samples: dict[str, Samples], load: Optional[tuple[float, int]]
             reasons.append(f"eager took {eager.median * 1e3:.3g} ms with {eager.threads or 'several'} threads but "
                            f"{eager_one_thread_s * 1e3:.3g} ms with one: its parallel regions waited for a core "
                            "another process held")
-    for s in samples.values():
-        if s.relative_spread > MAX_RELATIVE_SPREAD:
-            reasons.append(f"{s.name}'s samples spread {s.relative_spread:.0%} of its median (IQR)")
-    # The load average counts this process too: above the core count something else wanted the cores.
-    if load is not None and load[0] > load[1]:
-        reasons.append(f"load average {load[0]:.1f} above the {load[1]} cores")
+    # Spread and load: the benchmark command's rules (compiler_core/bench/noise.py).
+    reasons += noise.noise_reasons({s.name: s.seconds for s in samples.values()}, load)
     if {"eager", "ours"} <= set(recheck) and {"eager", "ours"} <= set(samples):
         first = ratio(samples["eager"].median, samples["ours"].median)
         second = ratio(recheck["eager"], recheck["ours"])

@@ -128,3 +128,26 @@ def test_table_flags_mismatches_and_errors():
 def test_geomean_ignores_missing_values():
     assert geomean([2.0, None, 8.0]) == pytest.approx(4.0)
     assert geomean([None]) is None
+
+
+def test_noise_rules_flag_spread_and_load_but_pass_tight_samples_on_a_quiet_machine():
+    from compiler_core.bench.noise import noise_reasons
+
+    tight = {"eager": [1.0, 1.01, 0.99, 1.0], "ours": [0.5, 0.51, 0.5, 0.49]}
+    assert noise_reasons(tight, (0.3, 2)) == ()
+    spread = noise_reasons({**tight, "ours": [0.5, 0.9, 0.3, 1.2]}, (0.3, 2))
+    assert len(spread) == 1 and spread[0].startswith("ours's samples spread")
+    assert any("load average 2.5 above the 2 cores" in r for r in noise_reasons(tight, (2.5, 2)))
+
+
+def test_table_says_noisy_rerun_for_a_row_the_rules_flag_and_the_bench_records_the_spread(tmp_path):
+    report = run_bench(tmp_path, "--only", "softmax", "--no-inductor")
+    row = report["rows"][0]
+    low, high = row["ours_iqr_ms"]
+    assert low <= row["ours_ms"] <= high and isinstance(row["noise"], list)
+    assert report["noisy_rows"] == (["softmax"] if row["noise"] else [])
+    noisy = {**row, "noise": ["ours's samples spread 80% of its median (IQR)"]}
+    table = format_table({**report, "rows": [noisy], "noisy_rows": ["softmax"]})
+    assert "noisy: rerun" in table and "NOT FIGURES: 1 of 1 rows timed noisy (softmax)" in table
+    assert "spread 80%" in table
+    assert "NOT FIGURES" not in format_table({**report, "rows": [{**row, "noise": []}], "noisy_rows": []})

@@ -26,7 +26,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core.analysis.traffic import tensor_bytes
-from compiler_core.bench import timing
+from compiler_core.bench import noise, timing
 from compiler_core.bench.workloads import NOT_SUPPORTED_YET, WORKLOADS, Workload
 from compiler_core.compare import inductor
 
@@ -232,8 +232,16 @@ def run_workload(w: Workload, opts: BenchOptions, copy_GBps: float) -> dict:
         contenders.update(_reduce_overhead_contenders(w, args, expected, dtype, opts, row))
     log(f"{w.name}: timing {', '.join(contenders)} ({opts.samples} samples each)")
     try:
-        for name, ms in timing.time_interleaved(contenders, device, opts.samples).items():
-            row[f"{name}_ms"] = ms
+        load_before = noise.load_average()
+        samples = timing.sample_interleaved(contenders, device, opts.samples)
+        load_after = noise.load_average()
+        for name, ms in samples.items():
+            row[f"{name}_ms"] = statistics.median(ms)
+            row[f"{name}_iqr_ms"] = list(noise.quartiles(ms))
+        # The explorer's rules (bench/noise.py): a ratio they cannot support is flagged, not quoted.
+        # The CPU's load counts (other processes took cores); a GPU timing waits on the device, not on them.
+        busiest = max((x for x in (load_before, load_after) if x is not None), default=None)
+        row["noise"] = list(noise.noise_reasons(samples, busiest if device == "cpu" else None))
     except Exception as exc:  # noqa: BLE001
         row["timing_error"] = _error_text(exc)
         log(f"{w.name}: timing failed: {row['timing_error']}")
@@ -340,6 +348,7 @@ def run(opts: BenchOptions) -> dict:
         "geomean_inductor_vs_eager": geomean([r["inductor_vs_eager"] for r in rows]),
         "median_ours_compile_cold_s": _median([r["ours_compile_cold_s"] for r in rows]),
         "median_inductor_compile_cold_s": _median([r["inductor_compile_cold_s"] for r in rows]),
+        "noisy_rows": [r["workload"] for r in rows if r.get("noise")],
         "rows": rows,
     }
 
@@ -361,7 +370,7 @@ def _fmt_bytes(n: Optional[int]) -> str:
 def format_table(report: dict) -> str:
     head = (f"{report['device']}: {report['machine']}; torch {report['torch']}, triton {report['triton']}; "
             f"{report['threads']} threads; {report['date']}; measured copy {report['copy_GBps']:.1f} GB/s; "
-            f"sizes {report['size']}; median of {report['samples']} samples")
+            f"sizes {report['size']}; median of {report['samples']} samples, taken round-robin")
     if report.get("load_average_at_start") is not None:
         head += f"; load average at start {report['load_average_at_start']:.2f}"
     cols = ["workload", "eager ms", "ind ms", "ours ms", "ours/eager", "ours/ind", "ours GB/s", "%copy",
@@ -371,6 +380,8 @@ def format_table(report: dict) -> str:
         check = "ok" if r.get("matches_eager") else ("ERROR" if r.get("ours_error") else "MISMATCH")
         if r.get("ours_fallback_graphs"):
             check += " (eager fallback)"
+        if r.get("noise"):
+            check += "; noisy: rerun"
         lines.append([
             r["workload"], _fmt(r["eager_ms"], ".3f"), _fmt(r["inductor_ms"], ".3f"), _fmt(r["ours_ms"], ".3f"),
             _fmt(r["ours_vs_eager"], ".2f"), _fmt(r["ours_vs_inductor"], ".2f"),
@@ -393,11 +404,17 @@ def format_table(report: dict) -> str:
                 f"inductor/eager {_fmt(report['geomean_inductor_vs_eager'], '.3f')}; "
                 f"median cold compile ours {_fmt(report['median_ours_compile_cold_s'], '.2f')} s, "
                 f"inductor {_fmt(report['median_inductor_compile_cold_s'], '.2f')} s")
+    noisy = [r["workload"] for r in report["rows"] if r.get("noise")]
+    if noisy:
+        text.append(f"NOT FIGURES: {len(noisy)} of {len(report['rows'])} rows timed noisy ({', '.join(noisy)}); "
+                    "their ratios and the geomeans above need a rerun on a quiet machine")
     for r in report["rows"]:
         modes = [f"{who} {_fmt(r.get(f'{who}_reduce_overhead_ms'), '.3f')} ms"
                  for who in ("ours", "inductor") if f"{who}_reduce_overhead_ms" in r]
         if modes:
             text.append(f"{r['workload']} with mode=reduce-overhead (CUDA graphs): {', '.join(modes)}")
+        if r.get("noise"):
+            text.append(f"{r['workload']}: noisy: rerun ({'; '.join(r['noise'])})")
         for key in ("ours_error", "mismatch", "inductor_error", "timing_error", "ours_reduce_overhead_error",
                     "inductor_reduce_overhead_error"):
             if r.get(key):

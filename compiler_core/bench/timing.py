@@ -57,7 +57,12 @@ def calls_per_sample(fn: Callable[[], object], device: str) -> int:
 
 def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats: int,
                      reduce: Callable[[list[float]], float] = statistics.median) -> dict[str, float]:
-    """Median (or `reduce`) ms per call of each callable, `repeats` samples each, taken round-robin.
+    """Median (or `reduce`) ms per call of each callable, `repeats` samples each, taken round-robin."""
+    return {name: reduce(s) for name, s in sample_interleaved(fns, device, repeats).items()}
+
+
+def sample_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats: int) -> dict[str, list[float]]:
+    """`repeats` samples (ms per call) of each callable, taken round-robin.
 
     Each sample starts with one untimed call, so what the previous contender left behind (OpenMP
     threads still spinning, cold caches) is not charged to this one.
@@ -69,7 +74,7 @@ def time_interleaved(fns: dict[str, Callable[[], object]], device: str, repeats:
             fn()
             synchronize(device)
             samples[name].append(sample_ms(fn, calls[name], device))
-    return {name: reduce(s) for name, s in samples.items()}
+    return samples
 
 
 def timed_call(fn: Callable[[], object], device: str) -> tuple[object, float]:
