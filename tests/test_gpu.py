@@ -357,3 +357,36 @@ def test_online_softmax_over_a_vocabulary_matches_eager_on_the_gpu():
         return F.cross_entropy(logits.float(), target)
 
     torch.testing.assert_close(cc.compile(loss)(logits, target), loss(logits, target))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_welford_layer_norm_over_wide_rows_matches_eager_on_the_gpu(dtype):
+    """Rows of 65,536 take their mean and sum of squares in one pass (plan_passes.welford): layer norm
+    with weight and bias, var_mean and std, edge rows included (NaN, +-inf, constant, a far mean)."""
+    from test_welford import INF_ROWS, edge_rows
+
+    width = 65536
+    torch.manual_seed(0)
+    w, b = torch.randn(width, device="cuda", dtype=dtype), torch.randn(width, device="cuda", dtype=dtype)
+    wide = (torch.randn(256, width, device="cuda") * 2 + 3).to(dtype)
+    edges = edge_rows(width, offset=50.0).cuda().to(dtype)
+
+    def norm(x, w, b):
+        return F.layer_norm(x, (width,), w, b)
+
+    for x in (wide, edges):
+        compiled = cc.compile(norm)
+        torch.testing.assert_close(compiled(x, w, b), norm(x, w, b), equal_nan=True)
+        assert any(n.startswith("welford") for k in compiled.session.kernels for n in k.plan.notes)
+
+    def stats(x):
+        var, mean = torch.var_mean(x.float(), -1, correction=0)
+        return var, mean, torch.std(x.float(), -1)
+
+    compiled = cc.compile(stats)
+    got, expected = compiled(edges), stats(edges)
+    torch.testing.assert_close(got[0], expected[0], equal_nan=True)
+    torch.testing.assert_close(got[2], expected[2], equal_nan=True)
+    finite = [r for r in range(8) if r not in INF_ROWS]  # eager's var_mean gives an inf row a NaN mean
+    torch.testing.assert_close(got[1][finite], expected[1][finite], equal_nan=True)
+    assert any(n.startswith("welford") for k in compiled.session.kernels for n in k.plan.notes)

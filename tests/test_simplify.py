@@ -97,7 +97,7 @@ def test_every_kernel_records_its_passes(backend):
     for k in compiled.session.kernels:
         names = [r.name for r in k.passes]
         expected = ["built", "merge reductions", "simplify", "loop order", "index width", "reduction layout"]
-        expected += ["reduction split", "online softmax"] if backend == "triton" else []
+        expected += ["reduction split", "online softmax", "welford"] if backend == "triton" else []
         assert names == expected, names
         assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
         assert k.passes[0].changed and k.passes[4].changed  # the index width always adds its note

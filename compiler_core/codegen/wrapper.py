@@ -47,6 +47,7 @@ from compiler_core.schedule.plan_passes import (
     online_softmax,
     run_plan_passes,
     simplify_plan,
+    welford,
 )
 
 
@@ -67,7 +68,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
     """Each group's KernelPlan after the plan passes, with the record of each pass: simplification
     and the index width on both backends; with `memory`, outputs the plan writes over a dying input
     read through one pointer; the reduction layout (rows or columns) on both; on Triton only, the
-    split of reductions with few, long rows or columns (the C++ backend runs a row on one thread anyway)."""
+    split of reductions with few, long rows or columns (the C++ backend runs a row on one thread anyway)
+    and the one-pass rewrites of rows too long for registers (online softmax, Welford)."""
     over: dict[str, list[tuple[str, str]]] = {}
     if memory is not None:
         group_of = {n: g.name for g in sched.groups for n in g.materialized}
@@ -91,7 +93,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
         passes.append(("reduction layout", choose_reduction_layout))
         if backend == "triton":
-            passes += [("reduction split", choose_reduction_split), ("online softmax", online_softmax)]
+            passes += [("reduction split", choose_reduction_split), ("online softmax", online_softmax),
+                       ("welford", welford)]
         plans.append(run_plan_passes(group_plan(graph, group), passes))
     return plans
 

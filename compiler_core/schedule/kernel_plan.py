@@ -167,6 +167,10 @@ class Step:
     # reduction_type "sumexp" (plan_passes.online_softmax): sum(exp(value - M)) over the row, M the row's
     # max of the same value, computed by step `online_max` in the same pass (running max and rescaled sum)
     online_max: Optional[str] = None
+    # reduction_type "welford" (plan_passes.welford): sum((value - centre)**2) over the row, `centre` a row
+    # value made of earlier reductions' results (the mean: sum(value) / n), in the pass that computes
+    # those: per lane a running count, mean and M2 (Welford), centred on `centre` once the pass is over
+    centre: Optional[Value] = None
 
 
 INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder", "fmod")
@@ -244,6 +248,10 @@ class KernelPlan:
                 value = format_value(step.value)
                 if step.online_max:
                     value = f"sum(exp({value} - {step.online_max}))  [online: rescaled as {step.online_max} grows]"
+                elif step.centre is not None:
+                    centre = format_value(step.centre)
+                    value = (f"sum(({value} - {centre})**2)  [welford: running count, mean and M2 per lane, "
+                             "centred after the pass]")
                 elif step.reduction_type:
                     value = f"{step.reduction_type}({value})"
                 target = f"{step.store_buffer}[{step.store_index}]" if step.store_buffer else f"{step.node} (kept)"

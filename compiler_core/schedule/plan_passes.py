@@ -23,6 +23,9 @@ kernel before and after each one:
                             leaves partials, a small kernel reduces them
     online_softmax          (Triton) a row too long for registers whose max M and sum(exp(x - M)) took two
                             passes over memory takes one: a running max, the sum rescaled when it grows
+    welford                 (Triton) a row too long for registers whose sum(x) (the mean) and sum((x - mean)**2)
+                            took two passes over memory takes one: per lane a running count, mean and M2,
+                            centred on the row's mean after the pass (layer norm, var, std, var_mean)
 
     plan = choose_reduction_split(choose_reduction_layout(choose_index_width(plan)))
     plan.notes   # ('index: int64 (largest offset 4.3e9 > 2**31-1)', 'reduction split: 1024 programs per row...')
@@ -425,3 +428,77 @@ def _exp_of_shifted(value) -> Optional[tuple]:
 
 def next_pow2(n: int) -> int:
     return 1 << max(0, (max(n, 1) - 1).bit_length())
+
+
+# ---- Welford --------------------------------------------------------------------------------------
+WELFORD_DTYPES = (torch.float32, torch.float64)
+
+
+def welford(plan: KernelPlan) -> KernelPlan:
+    """Layer norm, var, std and var_mean over a long row (more than PERSISTENT_MAX_RBLOCK elements) pass
+    over the row for sum(x) (the mean), again for sum((x - mean)**2) and, for layer norm, again for the
+    outputs: the squares need the finished mean. The first two become one pass: per lane a running count,
+    mean and M2 (Welford's update), and after the pass each lane's M2 + count * (lane mean - centre)**2
+    summed over the lanes, which is exactly sum((x - centre)**2) for any row value `centre`: the plan's
+    own mean expression, so the values are the plan's. The sum of x stays a plain sum beside it. NaN and
+    inf propagate as in eager (an inf makes the variance NaN). Triton only (the C++ backend's rows sit in
+    cache); not for split reductions (their partials take one pass each) nor column reductions; only a
+    sum of squares around a value made of the sum of the very same values (not another tensor's mean)."""
+    if (not plan.is_reduction or plan.columns or plan.split > 1 or plan.segments
+            or next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK):
+        return plan
+    sums = {s.node: s for s in plan.steps if s.scope == "full" and s.reduction_type == "sum"
+            and s.centre is None and s.value.dtype in WELFORD_DTYPES}
+    steps, merged = list(plan.steps), []
+    for i, step in enumerate(steps):
+        if step.node not in sums:
+            continue
+        centred = _centred_square(step.value)
+        if centred is None:
+            continue
+        value, centre = centred
+        means = [n for n in _results_read(centre) if n in sums and sums[n].value == value]
+        if not means:
+            continue  # centred on something other than a sum of the same values
+        candidate = steps[:i] + [dataclasses.replace(step, value=value, reduction_type="welford",
+                                                     centre=centre)] + steps[i + 1:]
+        trial = dataclasses.replace(plan, steps=tuple(candidate))
+        if any(step.node in {s.node for s in group} and means[0] in {s.node for s in group}
+               for kind, group in trial.phases() if kind == "loop"):  # one pass holds both: keep it
+            steps = candidate
+            merged.append((means[0], step.node))
+    if not merged:
+        return plan
+    passes_before = sum(1 for kind, _ in plan.phases() if kind == "loop")
+    out = dataclasses.replace(plan, steps=tuple(steps))
+    passes_after = sum(1 for kind, _ in out.phases() if kind == "loop")
+    pairs = ", ".join(f"{m} and {v}" for m, v in merged)
+    note = (f"welford: {pairs} in one pass over rows of {plan.rnumel} (per-lane count, mean and M2, combined "
+            f"after the pass); {passes_before} passes over memory -> {passes_after}")
+    return dataclasses.replace(out, notes=out.notes + (note,))
+
+
+def _centred_square(value: Value) -> Optional[tuple[Value, Value]]:
+    """(F, C) where `value` is (F - C) * (F - C) or (C - F) * (C - F), C a row value (reduction results
+    and constants, no load) that reads some reduction, all of one float dtype; else None."""
+    if not (isinstance(value, Op) and value.op == "mul" and len(value.args) == 2):
+        return None
+    diff, other = value.args
+    if diff != other or not (isinstance(diff, Op) and diff.op == "sub" and len(diff.args) == 2):
+        return None
+    for f, c in (diff.args, diff.args[::-1]):
+        if _is_row_value(c) and not _is_row_value(f):
+            if f.dtype == c.dtype == diff.dtype == value.dtype and value.dtype in WELFORD_DTYPES:
+                return f, c
+    return None
+
+
+def _is_row_value(value: Value) -> bool:
+    """Whether `value` is the same for every element of a row: made of reduction results and constants."""
+    nodes = list(walk(value))
+    return (any(isinstance(v, ReductionResult) for v in nodes)
+            and not any(isinstance(v, (Load, IndexValue)) for v in nodes))
+
+
+def _results_read(value: Value) -> list[str]:
+    return list(dict.fromkeys(v.node for v in walk(value) if isinstance(v, ReductionResult)))

@@ -747,8 +747,13 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
         reductions = [s for s in group if s.reduction_type]
         _accumulate(row, group, full_mask, "range(0, rnumel, RBLOCK)", f"roffset + {_row_positions(plan)}")
         for s in reductions:
-            finish = (_online_sum_finish(s) if s.online_max else
-                      _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype))
+            if s.centre is not None:
+                row.origins = s.origins
+                finish = _welford_finish(s, row.emit(s.centre))  # the centre reads reductions finished above
+            elif s.online_max:
+                finish = _online_sum_finish(s)
+            else:
+                finish = _finish_reduction(s.reduction_type, f"acc_{s.node}", s.value.dtype)
             row.lines += [row.mark(line, s.origins) for line in finish]
             row.lines.append(row.mark(f"red_{s.node} = _red", s.origins))
             if s.store_buffer:
@@ -761,6 +766,9 @@ def _accumulate(row: TritonPrinter, group: list[Step], full_mask: str, loop: str
     accumulator `acc_<node>`, each other step stored."""
     reductions = [s for s in group if s.reduction_type]
     for s in reductions:
+        if s.centre is not None:
+            row.lines += [row.mark(line, s.origins) for line in _welford_init(s)]
+            continue
         init = _init_value(s.reduction_type, s.value.dtype)
         row.lines.append(row.mark(f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], {init}, "
                                   f"{register_dtype(s.value.dtype)})", s.origins))
@@ -773,6 +781,8 @@ def _accumulate(row: TritonPrinter, group: list[Step], full_mask: str, loop: str
         name = inner.emit(s.value)
         if s.online_max:
             inner.lines += map(inner.mark, _online_sum_update(s, name, full_mask))
+        elif s.centre is not None:
+            inner.lines += map(inner.mark, _welford_update(s, name, full_mask))
         elif s.reduction_type:
             acc = f"acc_{s.node}"
             init = _init_value(s.reduction_type, s.value.dtype)
@@ -806,6 +816,36 @@ def _online_sum_finish(s: Step) -> list[str]:
     acc, peak, row_max = f"acc_{s.node}", f"acc_{s.online_max}", f"red_{s.online_max}"
     return [f"_red = tl.sum({acc} * tl.where({peak} == {row_max}, 1.0, tl.exp({peak} - {row_max})), 1)[:, None]",
             f"_red = tl.where({row_max} == float('-inf'), float('nan'), _red)"]
+
+
+def _welford_init(s: Step) -> list[str]:
+    """Per lane of a Welford step (plan_passes.welford): how many elements it has seen, their mean, and
+    M2 = the sum of their squared distances to that mean (in `acc_<node>`). The count is fp32: a lane
+    sees rnumel / RBLOCK elements, exact far below 2**24."""
+    dtype = register_dtype(s.value.dtype)
+    return [f"count_{s.node} = tl.full([XBLOCK, RBLOCK], 0, tl.float32)",
+            f"mean_{s.node} = tl.full([XBLOCK, RBLOCK], 0, {dtype})",
+            f"acc_{s.node} = tl.full([XBLOCK, RBLOCK], 0, {dtype})"]
+
+
+def _welford_update(s: Step, name: str, mask: str) -> list[str]:
+    """One piece of a Welford step: each live lane takes its element x into its count, mean and M2
+    (mean += (x - mean) / count; M2 += (x - old mean) * (x - new mean)). A masked lane (past the row's
+    end) changes nothing, whatever its x; a NaN or inf element makes its lane's M2 NaN, as eager's var."""
+    count, mean, m2, delta = f"count_{s.node}", f"mean_{s.node}", f"acc_{s.node}", f"delta_{s.node}"
+    return [f"{count} = {count} + tl.where({mask}, 1.0, 0.0)",
+            f"{delta} = tl.where({mask}, {name} - {mean}, 0.0)",
+            f"{mean} = {mean} + {delta} / tl.maximum({count}, 1.0)",
+            f"{m2} = {m2} + tl.where({mask}, {delta} * ({name} - {mean}), 0.0)"]
+
+
+def _welford_finish(s: Step, centre: str) -> list[str]:
+    """The lanes combined around the row's `centre` (its mean, finished before): the sum over the lanes
+    of M2 + count * (lane mean - centre)**2 is sum((x - centre)**2) over the row, all terms >= 0 (no
+    cancellation). Lanes that saw nothing (rows past xnumel) add 0."""
+    count, mean, m2 = f"count_{s.node}", f"mean_{s.node}", f"acc_{s.node}"
+    return [f"_dev = {mean} - {centre}",
+            f"_red = tl.sum(tl.where({count} > 0, {m2} + {count} * _dev * _dev, 0.0), 1)[:, None]"]
 
 
 def _combine(step: Step, acc: str, value: str) -> str:
