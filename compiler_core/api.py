@@ -38,6 +38,7 @@ from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.runtime.check import KernelChecker
 from compiler_core.schedule.epilogues import schedule_with_epilogues
+from compiler_core.schedule.gather_inline import inline_into_gathers
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
 
@@ -395,8 +396,13 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("lower"):
         record.loops = dataclasses.replace(lower(record.prims), released_inputs=released_inputs)
     with timer("schedule"):
+        # Gathers through pointwise producers read the producer's inputs (never on with fusion off:
+        # it inlines across what would be two kernels).
+        gathered, gather_notes = inline_into_gathers(record.loops) if options.fusion else (record.loops, ())
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
-        record.loops, record.schedule = schedule_with_epilogues(record.loops, fusion=options.fusion)
+        record.loops, record.schedule = schedule_with_epilogues(gathered, fusion=options.fusion)
+        if gather_notes:
+            record.schedule = dataclasses.replace(record.schedule, decisions=gather_notes + record.schedule.decisions)
     with timer("memory"):
         # An inference graph's mutated inputs (an optimizer step's parameters and state) are copied
         # from its outputs afterwards: their kernels may write into them directly. Not in the check

@@ -124,11 +124,14 @@ def test_index_buffer_is_a_read_of_the_node():
     assert inputs <= read, (inputs, read)
 
 
-def test_producer_read_indirectly_is_stored_first():
-    # The gathered tensor is computed in the graph: its element at a data-dependent position cannot
-    # be recomputed inside the consumer, so it is stored (two kernels), values still right.
+def test_producer_read_indirectly_is_computed_at_the_positions_or_stored_first():
+    # The gathered tensor is computed in the graph. Where a position walks one of its dimensions, the
+    # gather computes it there from its inputs (schedule/gather_inline.py): one kernel. `take` reads
+    # the flattened tensor (a position spans both dimensions): it is stored first, two kernels.
     x, i = torch.randn(6, 4), torch.tensor([5, 0, 2])
     compiled = _run(lambda x, i: (x.exp() * 2)[i], (x, i), "cpp")
+    assert compiled.session.stats["kernel_count"] == 1
+    compiled = _run(lambda x, i: torch.take(x.exp() * 2, i), (x, i), "cpp")
     assert compiled.session.stats["kernel_count"] == 2
 
 

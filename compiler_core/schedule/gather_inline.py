@@ -1,0 +1,169 @@
+"""Gathers through pointwise producers: a gather reads its producer's inputs at the gathered positions.
+
+A gather (cross entropy's pick of each row's target log-probability, `torch.gather`, `take`, an index
+into a computed table) reads few elements of the tensor it indexes. When that tensor is pointwise,
+e.g. log-softmax's `x - max - log(sum)` over rows x vocabulary, the scheduler cannot inline it into
+the gather's kernel (a position loaded from memory cannot be mapped back to the producer's loop
+variables), so the whole tensor was written for a read of one element per row. On GPT-2's LM head
+(4,096 rows of 50,257) that is an 823 MB write and a second pass over the logits in the forward.
+
+This pass rewrites the loop graph before scheduling: the gather computes the producer's value itself,
+reading the producer's inputs at the gathered positions, and a producer no one else reads is gone:
+
+    gather(x - m - l, t)        becomes        x[t] - m - l      (x[t]: an indirect load of x)
+
+How a position becomes the producer's loop variable: an indirect read walks one dimension of the
+producer's (dense) layout, the one with its stride and size; its affine part must not move along that
+dimension. The producer's body is rewritten with that variable set to a symbol, and every load in
+it whose index uses the symbol (linearly) becomes an indirect load with the same position, range
+check and wrap. A producer that uses the position only inside an index value (an `arange`
+compared with it) or nonlinearly is left stored, as is one that would lose the range check (its
+value does not depend on the position at all).
+
+    graph, notes = inline_into_gathers(graph)   # notes: FusionDecisions for the decision log
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.index import Index, Var
+from compiler_core.ir.values import IndexValue, IndirectIndex, Load, Value, rebuild, subs_index, walk, with_origins
+from compiler_core.schedule.artifacts import FusionDecision
+from compiler_core.schedule.kernel_plan import invert_layout
+
+# Loads of the producer's body a gathered element may cost: beyond this, reading the stored tensor
+# (one load) is cheaper than recomputing it at each gathered position.
+MAX_PRODUCER_LOADS = 6
+_SYMBOL = "gather_position{}"  # not a loop variable of any node (x*, r*)
+
+
+def inline_into_gathers(graph: LoopGraph) -> tuple[LoopGraph, tuple[FusionDecision, ...]]:
+    producers = {n.output.name: n for n in graph.nodes if n.kind == "pointwise" and not n.extra_outputs}
+    if not producers or not any(ld.indirect and ld.buffer in producers for n in graph.nodes if n.body is not None
+                                for ld in walk(n.body) if isinstance(ld, Load)):
+        return graph, ()
+    nodes = list(graph.nodes)
+    inlined: dict[str, list[str]] = {}  # producer -> readers that now compute it themselves
+    for i, node in enumerate(nodes):
+        if node.kind == "extern" or node.body is None:
+            continue
+        body = _inline(node.body, producers, dict(zip(_loop_names(node), (*node.ranges, *node.reduction_ranges))),
+                       inlined, node.name)
+        if body is not node.body:
+            nodes[i] = dataclasses.replace(node, body=body)
+    if not inlined:
+        return graph, ()
+    nodes, removed = _without_dead(nodes, set(inlined), graph.output_buffers())
+    notes = tuple(_note(producers[p], readers, p in removed) for p, readers in inlined.items())
+    return dataclasses.replace(graph, nodes=tuple(nodes)), notes
+
+
+def _loop_names(node: LoopNode) -> list[str]:
+    return [f"x{i}" for i in range(len(node.ranges))] + [f"r{i}" for i in range(len(node.reduction_ranges))]
+
+
+def _inline(body: Value, producers: dict[str, LoopNode], ranges: dict[str, int],
+            inlined: dict[str, list[str]], reader: str, depth: int = 0) -> Value:
+    """`body` with each indirect load of a pointwise producer replaced by the producer's value there
+    (recursively: the producer's own inputs may be pointwise too)."""
+    if depth > 8:
+        return body
+
+    def leaf(v: Value) -> Value:
+        if not (isinstance(v, Load) and v.indirect and v.buffer in producers):
+            return v
+        value = at_positions(producers[v.buffer], v, ranges)
+        if value is None:
+            return v
+        readers = inlined.setdefault(v.buffer, [])
+        if reader not in readers:
+            readers.append(reader)
+        return _inline(value, producers, ranges, inlined, reader, depth + 1)
+
+    return rebuild(body, leaf)
+
+
+def at_positions(producer: LoopNode, load: Load, ranges: dict[str, int]) -> Value | None:
+    """The producer's value at the element `load` reads (`ranges`: the reader's loop variables), or
+    None where it cannot be computed there."""
+    if load.mask is not None:
+        return None  # a masked gather (cat of gathers) reads nothing where the mask is off: keep it stored
+    loads_in_body = [v for v in walk(producer.body) if isinstance(v, Load)]
+    if len(loads_in_body) > MAX_PRODUCER_LOADS:
+        return None
+    layout = producer.output.layout
+    symbols: dict[str, IndirectIndex] = {}
+    dims_walked: dict[int, str] = {}
+    for j, position in enumerate(load.indirect):
+        dims = [d for d, (size, stride) in enumerate(zip(layout.size, layout.stride))
+                if size > 1 and stride == position.stride]
+        if len(dims) != 1 or layout.size[dims[0]] != position.size or dims[0] in dims_walked:
+            return None
+        dims_walked[dims[0]] = name = _SYMBOL.format(j)
+        symbols[name] = position
+    mapping = invert_layout(producer, load.index, ranges)
+    for d, name in dims_walked.items():
+        if mapping[f"x{d}"].simplify(ranges) != Index.of(0):
+            return None  # the affine part moves along the walked dimension too
+        mapping[f"x{d}"] = Index.var(name)
+    with_symbols = {**ranges, **{name: p.size for name, p in symbols.items()}}
+    body = subs_index(with_origins(producer.body, producer.origins), mapping, with_symbols)
+    return _positions_as_indirect(body, symbols)
+
+
+def _positions_as_indirect(body: Value, symbols: dict[str, IndirectIndex]) -> Value | None:
+    """Loads whose index holds a position symbol (c * symbol + rest) become indirect loads of `rest`
+    with that position at stride c; None if a symbol is used any other way, or not at all."""
+    used: set[str] = set()
+    for v in walk(body):
+        if isinstance(v, IndexValue) and v.index.free_vars() & symbols.keys():
+            return None
+        if isinstance(v, Load):
+            for atom, _ in v.index.terms:
+                if not isinstance(atom, Var) and atom.arg.free_vars() & symbols.keys():
+                    return None  # a position inside a division or modulo: not a single stride
+
+    def leaf(v: Value) -> Value:
+        if not isinstance(v, Load):
+            return v
+        terms = {atom.name: coef for atom, coef in v.index.terms if isinstance(atom, Var) and atom.name in symbols}
+        if not terms:
+            return v
+        used.update(terms)
+        rest = Index(tuple(t for t in v.index.terms if not (isinstance(t[0], Var) and t[0].name in symbols)),
+                     v.index.const)
+        positions = tuple(dataclasses.replace(symbols[name], stride=coef) for name, coef in terms.items())
+        return dataclasses.replace(v, index=rest, indirect=v.indirect + positions)
+
+    out = rebuild(body, leaf)
+    # Every position must still be read somewhere: that read checks its range (eager's error).
+    return out if used == set(symbols) else None
+
+
+def _without_dead(nodes: list[LoopNode], candidates: set[str], outputs: set[str]) -> tuple[list[LoopNode], set[str]]:
+    """Drop the inlined producers (and producers only they read) that nothing reads any more."""
+    removed: set[str] = set()
+    while True:
+        read = {b for n in nodes for b in n.input_buffers}
+        dead = {n.output.name for n in nodes if n.output.name in candidates and n.output.name not in read
+                and n.output.name not in outputs and n.kind == "pointwise"}
+        if not dead:
+            return nodes, removed
+        removed |= dead
+        freed_inputs = {b for n in nodes if n.output.name in dead for b in n.input_buffers}
+        nodes = [n for n in nodes if n.output.name not in dead]
+        candidates = (candidates - dead) | freed_inputs
+
+
+def _note(producer: LoopNode, readers: list[str], removed: bool) -> FusionDecision:
+    where = ", ".join(readers)
+    if removed:
+        reason = (f"gather: {where} reads {producer.name}'s inputs at the gathered positions, so "
+                  f"{producer.name} ({producer.output.nbytes:,} bytes) is never stored")
+    else:
+        reason = (f"gather: {where} reads {producer.name}'s inputs at the gathered positions; "
+                  f"{producer.name} is still stored for its other readers")
+    saved = producer.output.nbytes if removed else 0
+    return FusionDecision((producer.name,), tuple(readers), True, True, reason, saved)
