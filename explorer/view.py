@@ -6,7 +6,8 @@
 
 Each tab's HTML is rendered once and shared by the widget and the static fallback, so the two always
 show the same thing. The widget adds what needs a kernel: a zoom control on the graph pictures and a
-search over nodes and kernels (`view.search("attn")` is the same search, as data).
+search over nodes and kernels (`view.search("attn")` is the same search, as data), and the fusion
+decision log filtered and sorted (`view.decisions(0, "sum_1", verdict="refused", sort="bytes saved")`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from explorer.collapse import Drawing
+from explorer.decisions import SORTS, VERDICTS, DecisionRow, decision_rows, decision_table, pick
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
 from explorer.provenance import Provenance, provenance
@@ -41,6 +43,7 @@ from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"25%": 0.25, "50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
+DECISIONS_SHOWN = 200  # rows of the filtered decision log the widget shows (a GPT-2 graph has thousands)
 # In the widget, in place of a tab's static drawings: it draws each graph once, in a pane that expands.
 DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph there, expand what you want to read, '
                             "or draw every node.</p>")
@@ -49,6 +52,7 @@ DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph th
 class ExplorerView:
     def __init__(self, exploration: Exploration):
         self.exploration = exploration
+        self._decision_cache: dict[int, tuple[DecisionRow, ...]] = {}  # graph -> its decision log's rows
 
     @property
     def session(self):
@@ -105,6 +109,32 @@ class ExplorerView:
         """Whether FX nodes `a` and `b` (as the Fusion tab's graph names them) run in one kernel, and why
         not, from the scheduler's decision log: `print(view.why_fused("sum_1", "sum_2"))`."""
         return why_fused(self.session, a, b, graph)
+
+    def decisions(self, graph: int = 0, query: str = "", verdict: str = "all",
+                  sort: str = "order considered") -> list[DecisionRow]:
+        """The Fusion tab's decision log of graph `graph` (an index into session.all_records()), filtered
+        and sorted as its widget does: `view.decisions(0, "sum_1", verdict="refused", sort="bytes saved")`."""
+        return pick(self._decision_rows(graph), query, verdict, sort)
+
+    def _decision_rows(self, graph: int) -> tuple[DecisionRow, ...]:
+        # Thousands of rows for a large graph: made once per graph, then only filtered and sorted.
+        if graph not in self._decision_cache:
+            self._decision_cache[graph] = decision_rows(self.session.all_records()[graph])
+        return self._decision_cache[graph]
+
+    def decision_graphs(self) -> list[tuple[str, int]]:
+        """(title, index into session.all_records()) of every graph with a fusion decision log."""
+        return [(f"graph {r.captured.index}" + (" (backward)" if r.part == "backward" else ""), i)
+                for i, r in enumerate(self.session.all_records()) if r.schedule is not None and r.schedule.decisions]
+
+    def decisions_html(self, graph: int = 0, query: str = "", verdict: str = "all",
+                       sort: str = "order considered") -> str:
+        rows = self._decision_rows(graph)
+        found = pick(rows, query, verdict, sort)
+        shown = found[:DECISIONS_SHOWN]
+        more = f"; the first {len(shown)} shown, narrow the filter for the rest" if len(shown) < len(found) else ""
+        count = f"{len(found)} of {plural(len(rows), 'decision')} match{more}"
+        return f'<p class="fxe-note">{esc(count)}</p>' + (decision_table(shown) if shown else "")
 
     def fx_node_choices(self) -> list[tuple[str, tuple[int, str]]]:
         """(label, (graph index, FX node)) for every node a kernel computes: the why-fused dropdowns."""
@@ -186,6 +216,8 @@ class ExplorerView:
                 controls += [search, results]
             if title == "Fusion" and self.fx_node_choices():
                 controls += self._why_fused_controls(widgets)
+            if title == "Fusion" and self.decision_graphs():
+                controls += self._decision_controls(widgets)
             if title == "Kernels" and self.provenance.nodes:
                 controls += self._provenance_controls(widgets)
             if title == "Kernels" and len(self.kernel_choices()) > FOLD_ABOVE:
@@ -356,6 +388,27 @@ class ExplorerView:
         self._controls.update({("What-if", "recompile"): button, ("What-if", "result"): result})
         return [widgets.HBox([toggles["fusion"], toggles["dynamic"], toggles["backend"], toggles["mode"]]),
                 widgets.HBox([toggles["activation_budget"], button]), result]
+
+    def _decision_controls(self, widgets: Any) -> list:
+        """The decision log filtered by a text (FX names or reason) and a verdict, sorted by a column."""
+        graphs = self.decision_graphs()
+        graph = widgets.Dropdown(options=graphs, value=graphs[0][1], description="decisions of")
+        query = widgets.Text(placeholder="FX node or reason: sum_1, reduction axis, memory",
+                             description="filter", continuous_update=False)
+        verdict = widgets.Dropdown(options=list(VERDICTS), value="all", description="verdict")
+        order = widgets.Dropdown(options=list(SORTS), value="order considered", description="sort by")
+        table_ = widgets.HTML()
+
+        def update(_change: Any = None) -> None:
+            table_.value = panel(self.decisions_html(graph.value, query.value, verdict.value, order.value))
+
+        for control in (graph, query, verdict, order):
+            control.observe(update, names="value")
+        update()
+        self._controls.update({("Fusion", "decisions_graph"): graph, ("Fusion", "decisions_filter"): query,
+                               ("Fusion", "decisions_verdict"): verdict, ("Fusion", "decisions_sort"): order,
+                               ("Fusion", "decisions"): table_})
+        return [widgets.HBox(([graph] if len(graphs) > 1 else []) + [query, verdict, order]), table_]
 
     def _why_fused_controls(self, widgets: Any) -> list:
         """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""

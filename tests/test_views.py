@@ -18,6 +18,7 @@ import compiler_core as cc
 from explorer import ceilings as ceilings_module
 from explorer import comparing, explore
 from explorer.cell import cell_program
+from explorer.decisions import fx_names
 from explorer.exploration import gather
 from explorer.measuring import Samples, TimingResult, compare_words, noise_reasons
 from explorer.profiling import _events_by_group, steps_without_timing
@@ -26,7 +27,6 @@ from explorer.render.svg import natural_width
 from explorer.views import capture
 from explorer.views.capture import capture_model
 from explorer.views.compare import compare_model
-from explorer.views.fusion import fx_names
 from explorer.views.kernels import FOLD_ABOVE
 from explorer.views.memory import memory_model
 from explorer.views.roofline import roofline_model
