@@ -87,7 +87,11 @@ def test_roofline_and_memory_views_render(mm_view):
     text = page_text(mm_view.sections["Roofline"])
     assert "GB/s" in text and "GFLOP/s" in text
     assert "data:image/svg+xml;base64," in mm_view.sections["Roofline"]
-    assert "not measured" in page_text(mm_view.sections["Memory"])  # CPU: no allocator peak
+    # The measured peak, on the CPU from PyTorch's allocator through torch.profiler: at least the output
+    # (64x128 fp32, alive at the end of the call), at most every buffer held at once (no reuse).
+    peak, plan = mm_view.exploration.measured.peak_bytes, mm_view.session.graphs[0].memory
+    assert peak is not None and 64 * 128 * 4 <= peak <= plan.peak_bytes_unplanned
+    assert f"measured peak of one call of the whole program: {peak:,} bytes" in page_text(mm_view.sections["Memory"])
 
 
 def test_ceilings_are_kept_on_disk_by_device(tmp_path, monkeypatch):
