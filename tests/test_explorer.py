@@ -239,6 +239,9 @@ def test_report_command_writes_standalone_html(tmp_path):
     page = out.read_text()
     assert "data:image/svg+xml;base64," in page and "prog.py:fn" in page and "<script" not in page
     assert "wrote" in proc.stderr
+    for title in TABS:  # every view, and nothing fetched from the network
+        assert re.search(rf'<summary class="fxe-tab-title"[^>]*>{re.escape(title)}</summary>', page), title
+    assert not re.search(r'(src|href)="(https?:)?//', page)
 
 
 def test_report_command_rejects_a_bad_target(tmp_path):
@@ -253,8 +256,13 @@ def test_summary_table_format():
              "fused_bytes": 16_000_000, "speedup": 1.5, "fallback_graphs": 0}]
     table = format_table(rows).splitlines()
     assert table[0].split() == ["workload", "graphs", "kernels", "ops", "fused", "eager", "MB", "fused", "MB",
-                                "speedup"]
-    assert table[2].split() == ["softmax", "1", "1", "5", "50.0", "16.0", "1.50x"]
+                                "ours", "against", "eager"]
+    assert table[2].split() == ["softmax", "1", "1", "5", "50.0", "16.0", "1.50x", "faster"]
+    # Slower is said in words, and a noisy measurement gives no ratio at all.
+    slower, noisy = dict(rows[0], speedup=0.8), dict(rows[0], speedup=3.0, noisy=True)
+    assert format_table([slower]).splitlines()[2].endswith("1.25x slower")
+    last = format_table([noisy]).splitlines()[2]
+    assert last.endswith("noisy: rerun") and "3.00" not in last
 
 
 def test_kernels_view_marks_each_kernel_with_its_check():
