@@ -289,3 +289,16 @@ def test_kernels_tab_shows_each_rewrite_pass(softmax_view):
     (kernel, *_) = softmax_view.exploration.kernels["cpp"]
     assert "the plan as built, before any pass" in text and kernel.passes[0].after.splitlines()[0] in text
     assert "+# index: int32" in text  # a pass's change, as a diff line
+
+
+def test_kernels_tab_shows_the_host_program_and_timing_the_compile_time_per_stage(softmax_view):
+    session = softmax_view.session
+    kernels = page_text(softmax_view.sections["Kernels"])
+    for record in session.all_records():
+        assert f"host program of graph {record.captured.index}" in kernels
+        assert all(line.strip() in kernels for line in record.wrapper.source.splitlines() if line.strip())
+    rows = re.findall(r"<tr><td[^>]*>([^<]+)</td><td[^>]*>([\d.]+)</td></tr>",
+                      softmax_view.sections["Timing"].split("Compile time per stage", 1)[1])
+    stages = dict(rows)
+    assert list(stages)[:-1] == list(session.timings) and list(stages)[-1] == "total"
+    assert float(stages["total"]) == pytest.approx(sum(session.timings.values()) * 1e3, abs=0.1)
