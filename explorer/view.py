@@ -22,12 +22,14 @@ from explorer.decisions import SORTS, VERDICTS, DecisionRow, decision_rows, deci
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
 from explorer.provenance import Provenance, provenance
+from explorer.render.clickable import clickable, inline_svg, line_key, node_key
 from explorer.render.html import Markup, esc, inline_styles, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_clusters, kernel_drawing, kernel_tree
 from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane, start_drawing
 from explorer.views.kernels import FOLD_ABOVE, line_html, node_html, render_kernel
+from explorer.views.kernels import render as render_kernels
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.views.whatif import (
     WhatIf,
@@ -173,7 +175,8 @@ class ExplorerView:
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
         """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
-        for the Kernels tab "node" | "line" | "origin", for the Stepper tab "back" | "next" | "counter" | "step",
+        for the Kernels tab "node" | "line" | "origin" | "picture" | "picture_graph" (clickable: see
+        explorer/render/clickable.py), for the Stepper tab "back" | "next" | "counter" | "step",
         for the What-if tab "fusion" | "backend" | "mode" | "dynamic" | "activation_budget" | "recompile" | "result")
         -> widget,
         for tests and notebooks."""
@@ -218,8 +221,11 @@ class ExplorerView:
                 controls += self._why_fused_controls(widgets)
             if title == "Fusion" and self.decision_graphs():
                 controls += self._decision_controls(widgets)
-            if title == "Kernels" and self.provenance.nodes:
-                controls += self._provenance_controls(widgets)
+            if title == "Kernels" and self.provenance.nodes and self.provenance_pictures():
+                # Each kernel line an element a click picks: rendered apart from the static tab (plain text).
+                body = clickable(value=panel(render_kernels(self.exploration, clickable=True)))
+                self._controls[(title, "body")] = body
+                controls += self._provenance_controls(widgets, body)
             if title == "Kernels" and len(self.kernel_choices()) > FOLD_ABOVE:
                 controls += self._kernel_picker(widgets)
             if title == "What-if" and self.exploration.program is not None:
@@ -309,9 +315,36 @@ class ExplorerView:
         """FX node <-> generated lines <-> your Python lines (the Kernels tab's two dropdowns, as data)."""
         return provenance(self.exploration)
 
-    def _provenance_controls(self, widgets: Any) -> list:
-        """Pick an FX node: its kernels, lines highlighted, and your line. Pick a generated line: its FX
-        nodes and your lines. The answer shows the latest pick."""
+    def provenance_pictures(self) -> list[tuple[str, int, Drawing]]:
+        """(title, index into session.all_records(), drawing) of every primitive graph with kernels, forward
+        and backward: the Kernels tab draws the one picked, and a click on a node asks for its provenance.
+        These are the Fusion tab's drawings (boxed by kernel): their nodes are the FX nodes kernels compute."""
+        records = [i for i, r in enumerate(self.session.all_records())
+                   if r.prims is not None and r.schedule is not None]  # as self.drawings["Fusion"] picks them
+        return [(drawing.title, record, drawing) for record, drawing in zip(records, self.drawings["Fusion"])]
+
+    def pick_html(self, record: int, name: str) -> str:
+        """The answer to a click on `name` in record `record`'s picture: an FX node's kernels, lines and
+        your line; a collapsed kernel's source; or what the shape is when nothing computes it."""
+        prov = self.provenance
+        try:
+            return node_html(prov, record, name, clickable=True)
+        except KeyError:
+            pass
+        kernel = next((k for k in self.session.all_records()[record].kernels if k.name == name), None)
+        if kernel is not None:
+            return render_kernel(prov.kernel(prov.backend, name), prov=prov, clickable=True)
+        fx = {n.name: n for n in self.session.all_records()[record].prims.graph_module.graph.nodes}
+        what = {"placeholder": "an input of the graph", "output": "the graph's outputs"}.get(
+            fx[name].op, "a view or a value no kernel computes (it costs no kernel)") if name in fx else (
+            "a box of several kernels or ops: the Fusion tab expands it, or pick one of its nodes from the list")
+        return f'<p><code>{esc(name)}</code>: {esc(what)}.</p>'
+
+    def _provenance_controls(self, widgets: Any, body: Any) -> list:
+        """Click an FX node in the graph picture (or pick it from the list): its kernels, lines highlighted,
+        and your line. Click a line of a kernel (below, or in an answer), or pick it: its FX nodes and your
+        lines. The answer shows the latest pick; the picture and the sources outline what it is about.
+        The lists stay for keyboard users and scripts."""
         prov = self.provenance
         nodes = [(o.label, (o.record, o.node)) for o in prov.nodes]
         several = len(prov.kernels) > 1
@@ -319,13 +352,73 @@ class ExplorerView:
                  for label, where in prov.line_choices(b)]
         node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, value=None, description="FX node")
         line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, value=None, description="line")
-        answer = widgets.HTML()
-        node.observe(lambda change: setattr(answer, "value", panel(node_html(prov, *change["new"])))
-                     if change["new"] is not None else None, names="value")
-        line.observe(lambda change: setattr(answer, "value", panel(line_html(prov, *change["new"])))
-                     if change["new"] is not None else None, names="value")
-        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer})
-        return [widgets.HBox([node, line]), answer]
+        answer = clickable(reveal=True)  # scrolls into view: a click on a line far below it is answered here
+        pictures = self.provenance_pictures()
+        graph = widgets.Dropdown(options=[(title, i) for i, (title, _, _) in enumerate(pictures)], value=0,
+                                 description="graph")
+        picture = clickable()
+        # Every widget a click can come from; all of them show the same pick (outlined, and in their traits,
+        # so that a second click on what is already answered changes nothing and any other click does).
+        self._pick_sources = sources = [picture, body, answer]
+        syncing = {"now": False}
+
+        def draw(_change: Any = None) -> None:
+            title, record, drawing = pictures[graph.value]
+            picture.value = panel('<p class="fxe-note">Click a node: its kernel and the lines computing it. '
+                                  "Click a line of a kernel: its FX nodes and your line.</p>"
+                                  + inline_svg(picture_pane(drawing.dot(), title), record))
+
+        listed = {value for _, value in nodes + lines}
+
+        def show(html: str, picked_node: Any, picked_line: Any, marked: list[str]) -> None:
+            # The lists follow a click (the placeholder where the pick is not listed, such as an input).
+            syncing["now"] = True
+            try:
+                as_node = (picked_node["record"], picked_node["node"]) if picked_node else None
+                as_line = tuple(picked_line[k] for k in ("backend", "kernel", "line")) if picked_line else None
+                node.value = as_node if as_node in listed else None
+                line.value = as_line if as_line in listed else None
+                for source in sources:
+                    source.picked_node, source.picked_line, source.marked = picked_node, picked_line, marked
+                answer.value = panel(html)
+            finally:
+                syncing["now"] = False
+
+        def pick_node(record: int, name: str) -> None:
+            shown = [i for i, (_, r, _) in enumerate(pictures) if r == record]
+            if shown and pictures[graph.value][1] != record:  # picked from the list: draw its graph
+                graph.value = shown[0]
+            marked = [node_key(record, name)] + [line_key(b, k, n) for b in prov.kernels
+                                                 for k, ns in prov.kernels_of(record, name, b) for n in ns]
+            show(self.pick_html(record, name), {"record": record, "node": name}, None, marked)
+
+        def pick_line(backend: str, kernel: str, number: int) -> None:
+            found = prov.at(backend, kernel, number)
+            marked = [line_key(backend, kernel, number)] + [node_key(o.record, o.node) for o in found.nodes]
+            show(line_html(prov, backend, kernel, number, clickable=True), None,
+                 {"backend": backend, "kernel": kernel, "line": number}, marked)
+
+        def picked(change: Any) -> None:
+            if syncing["now"] or not change["new"]:
+                return
+            new = change["new"]
+            if change["name"] == "picked_node":
+                pick_node(int(new["record"]), str(new["node"]))
+            else:
+                pick_line(str(new["backend"]), str(new["kernel"]), int(new["line"]))
+
+        node.observe(lambda change: None if syncing["now"] or change["new"] is None else pick_node(*change["new"]),
+                     names="value")
+        line.observe(lambda change: None if syncing["now"] or change["new"] is None else pick_line(*change["new"]),
+                     names="value")
+        for source in sources:
+            source.observe(picked, names=["picked_node", "picked_line"])
+        graph.observe(draw, names="value")
+        draw()
+        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer,
+                               ("Kernels", "picture"): picture, ("Kernels", "picture_graph"): graph,
+                               ("Kernels", "redraw_picture"): draw, ("Kernels", "picked"): picked})
+        return [widgets.HBox([node, line]), widgets.HBox(([graph] if len(pictures) > 1 else [])), picture, answer]
 
     def kernel_choices(self) -> list[tuple[str, tuple[str, int]]]:
         """(label, (backend, index)) for every kernel of every backend shown."""
@@ -338,14 +431,18 @@ class ExplorerView:
         """Many kernels: pick one to read instead of scrolling through every one."""
         choices = self.kernel_choices()
         picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, value=None, description="kernel")
-        shown = widgets.HTML()
+        shown = clickable()
 
         def show(change: Any) -> None:
             if change["new"] is not None:
                 backend, index = change["new"]
-                shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance))
+                shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance,
+                                                  clickable=True))
 
         picker.observe(show, names="value")
+        if ("Kernels", "picked") in self._controls:  # its lines answer a click as the tab's own do
+            shown.observe(self._controls[("Kernels", "picked")], names=["picked_node", "picked_line"])
+            self._pick_sources.append(shown)
         self._controls.update({("Kernels", "kernel"): picker, ("Kernels", "kernel_source"): shown})
         return [picker, shown]
 
