@@ -350,13 +350,17 @@ class ExplorerView:
         several = len(prov.kernels) > 1
         lines = [((f"[{b}] " if several else "") + label, where) for b in prov.kernels
                  for label, where in prov.line_choices(b)]
-        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, value=None, description="FX node")
-        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, value=None, description="line")
+        # index=0, not value=None: a Dropdown given the value None shows nothing, not the placeholder.
+        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, index=0, description="FX node")
+        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, index=0, description="line")
         answer = clickable(reveal=True)  # scrolls into view: a click on a line far below it is answered here
+        answer.add_class("fxe-answer")  # (the browser test finds the answer, picture and sources by these)
         pictures = self.provenance_pictures()
         graph = widgets.Dropdown(options=[(title, i) for i, (title, _, _) in enumerate(pictures)], value=0,
                                  description="graph")
         picture = clickable()
+        picture.add_class("fxe-picture")
+        body.add_class("fxe-sources")
         # Every widget a click can come from; all of them show the same pick (outlined, and in their traits,
         # so that a second click on what is already answered changes nothing and any other click does).
         self._pick_sources = sources = [picture, body, answer]
@@ -368,7 +372,7 @@ class ExplorerView:
                                   "Click a line of a kernel: its FX nodes and your line.</p>"
                                   + inline_svg(picture_pane(drawing.dot(), title), record))
 
-        listed = {value for _, value in nodes + lines}
+        position = {value: i for choices in (nodes, lines) for i, (_, value) in enumerate(choices, 1)}
 
         def show(html: str, picked_node: Any, picked_line: Any, marked: list[str]) -> None:
             # The lists follow a click (the placeholder where the pick is not listed, such as an input).
@@ -376,8 +380,7 @@ class ExplorerView:
             try:
                 as_node = (picked_node["record"], picked_node["node"]) if picked_node else None
                 as_line = tuple(picked_line[k] for k in ("backend", "kernel", "line")) if picked_line else None
-                node.value = as_node if as_node in listed else None
-                line.value = as_line if as_line in listed else None
+                node.index, line.index = position.get(as_node, 0), position.get(as_line, 0)
                 for source in sources:
                     source.picked_node, source.picked_line, source.marked = picked_node, picked_line, marked
                 answer.value = panel(html)
@@ -430,7 +433,7 @@ class ExplorerView:
     def _kernel_picker(self, widgets: Any) -> list:
         """Many kernels: pick one to read instead of scrolling through every one."""
         choices = self.kernel_choices()
-        picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, value=None, description="kernel")
+        picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, index=0, description="kernel")
         shown = clickable()
 
         def show(change: Any) -> None:
