@@ -45,6 +45,10 @@ from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"25%": 0.25, "50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
+# The value of a list's "(pick ...)" entry. Not None: ipywidgets turns the value None into no selection,
+# and the list then shows a blank instead of the placeholder.
+NO_PICK = ()
+BOX = "box:"  # the DOT id of a collapsed drawing's box is its name after this (compiler_core/analysis/dot.py)
 DECISIONS_SHOWN = 200  # rows of the filtered decision log the widget shows (a GPT-2 graph has thousands)
 # In the widget, in place of a tab's static drawings: it draws each graph once, in a pane that expands.
 DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph there, expand what you want to read, '
@@ -331,14 +335,18 @@ class ExplorerView:
             return node_html(prov, record, name, clickable=True)
         except KeyError:
             pass
-        kernel = next((k for k in self.session.all_records()[record].kernels if k.name == name), None)
-        if kernel is not None:
-            return render_kernel(prov.kernel(prov.backend, name), prov=prov, clickable=True)
+        box = name.removeprefix(BOX)  # a collapsed drawing's shape: a kernel, an extern call or a module
+        if any(k.name == box for k in self.session.all_records()[record].kernels):
+            return render_kernel(prov.kernel(prov.backend, box), prov=prov, clickable=True)
         fx = {n.name: n for n in self.session.all_records()[record].prims.graph_module.graph.nodes}
-        what = {"placeholder": "an input of the graph", "output": "the graph's outputs"}.get(
-            fx[name].op, "a view or a value no kernel computes (it costs no kernel)") if name in fx else (
-            "a box of several kernels or ops: the Fusion tab expands it, or pick one of its nodes from the list")
-        return f'<p><code>{esc(name)}</code>: {esc(what)}.</p>'
+        if name in fx:
+            what = {"placeholder": "an input of the graph", "output": "the graph's outputs"}.get(
+                fx[name].op, "a view or a value no kernel computes (it costs no kernel)")
+        elif box.startswith("extern: "):
+            what = "an extern call (a library kernel such as a matmul): no generated source; the host program calls it"
+        else:
+            what = "a box of several kernels or ops: the Fusion tab expands it, or pick one of its nodes from the list"
+        return f"<p><code>{esc(box)}</code>: {esc(what)}.</p>"
 
     def _provenance_controls(self, widgets: Any, body: Any) -> list:
         """Click an FX node in the graph picture (or pick it from the list): its kernels, lines highlighted,
@@ -350,9 +358,8 @@ class ExplorerView:
         several = len(prov.kernels) > 1
         lines = [((f"[{b}] " if several else "") + label, where) for b in prov.kernels
                  for label, where in prov.line_choices(b)]
-        # index=0, not value=None: a Dropdown given the value None shows nothing, not the placeholder.
-        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, index=0, description="FX node")
-        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, index=0, description="line")
+        node = widgets.Dropdown(options=[("(pick an FX node)", NO_PICK)] + nodes, value=NO_PICK, description="FX node")
+        line = widgets.Dropdown(options=[("(pick a kernel line)", NO_PICK)] + lines, value=NO_PICK, description="line")
         answer = clickable(reveal=True)  # scrolls into view: a click on a line far below it is answered here
         answer.add_class("fxe-answer")  # (the browser test finds the answer, picture and sources by these)
         pictures = self.provenance_pictures()
@@ -372,7 +379,7 @@ class ExplorerView:
                                   "Click a line of a kernel: its FX nodes and your line.</p>"
                                   + inline_svg(picture_pane(drawing.dot(), title), record))
 
-        position = {value: i for choices in (nodes, lines) for i, (_, value) in enumerate(choices, 1)}
+        listed = {value for _, value in nodes + lines}
 
         def show(html: str, picked_node: Any, picked_line: Any, marked: list[str]) -> None:
             # The lists follow a click (the placeholder where the pick is not listed, such as an input).
@@ -380,7 +387,8 @@ class ExplorerView:
             try:
                 as_node = (picked_node["record"], picked_node["node"]) if picked_node else None
                 as_line = tuple(picked_line[k] for k in ("backend", "kernel", "line")) if picked_line else None
-                node.index, line.index = position.get(as_node, 0), position.get(as_line, 0)
+                node.value = as_node if as_node in listed else NO_PICK
+                line.value = as_line if as_line in listed else NO_PICK
                 for source in sources:
                     source.picked_node, source.picked_line, source.marked = picked_node, picked_line, marked
                 answer.value = panel(html)
@@ -410,9 +418,9 @@ class ExplorerView:
             else:
                 pick_line(str(new["backend"]), str(new["kernel"]), int(new["line"]))
 
-        node.observe(lambda change: None if syncing["now"] or change["new"] is None else pick_node(*change["new"]),
+        node.observe(lambda change: None if syncing["now"] or not change["new"] else pick_node(*change["new"]),
                      names="value")
-        line.observe(lambda change: None if syncing["now"] or change["new"] is None else pick_line(*change["new"]),
+        line.observe(lambda change: None if syncing["now"] or not change["new"] else pick_line(*change["new"]),
                      names="value")
         for source in sources:
             source.observe(picked, names=["picked_node", "picked_line"])
@@ -433,11 +441,11 @@ class ExplorerView:
     def _kernel_picker(self, widgets: Any) -> list:
         """Many kernels: pick one to read instead of scrolling through every one."""
         choices = self.kernel_choices()
-        picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, index=0, description="kernel")
+        picker = widgets.Dropdown(options=[("(pick a kernel)", NO_PICK)] + choices, value=NO_PICK, description="kernel")
         shown = clickable()
 
         def show(change: Any) -> None:
-            if change["new"] is not None:
+            if change["new"]:
                 backend, index = change["new"]
                 shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance,
                                                   clickable=True))

@@ -567,6 +567,16 @@ def test_large_graph_static_html_scrolls_and_never_squeezes(gpt2_view):
     picker = gpt2_view.controls[("Kernels", "kernel")]
     picker.value = picker.options[3][1]
     assert re.search(rf"<h4[^>]*>{names[2]}</h4>", gpt2_view.controls[("Kernels", "kernel_source")].value)
+    # The Kernels tab's picture of a graph this large is the Fusion tab's overview, a box per kernel (or
+    # module): a click on a kernel's box shows that kernel, its lines clickable; a module's says what it is.
+    picture, answer = gpt2_view.controls[("Kernels", "picture")], gpt2_view.controls[("Kernels", "origin")]
+    boxes = set(re.findall(r'class="node">\s*<title>box:([^<]*)</title>', picture.value))
+    kernel = next(n for n in names if n in boxes)
+    picture.picked_node = {"record": 0, "node": f"box:{kernel}"}
+    assert re.search(rf"<h4[^>]*>{kernel}</h4>", answer.value) and f'data-fxe-kernel="{kernel}"' in answer.value
+    extern = next(b for b in boxes if b.startswith("extern: "))
+    picture.picked_node = {"record": 0, "node": f"box:{extern}"}
+    assert "an extern call" in answer.value
 
 
 def test_gpt2_training_views_build_in_seconds():
