@@ -214,3 +214,18 @@ def test_the_static_views_stay_without_scripts_or_inline_svg(view):
     static = view.html()
     assert "data-fxe-line" not in static and "data-fxe-record" not in static and "<svg" not in static
     assert "<script" not in static
+
+
+def test_clickable_markup_keeps_every_line_and_the_pictures_size():
+    from explorer.render.clickable import clickable_code, inline_svg
+    from explorer.render.svg import svg_image
+
+    source = "int a; /* two\nlines */\n\nfloat b;"
+    for quick in (False, True):  # Pygments, and our regular expression for long texts
+        code = clickable_code(source, "cpp", "cpp", "k_0", quick=quick)
+        spans = re.findall(r'<span data-fxe-backend="cpp" data-fxe-kernel="k_0" data-fxe-line="(\d+)">', code)
+        assert spans == ["1", "2", "3", "4"] and text(code).rstrip("\n") == source
+    picture = svg_image('<svg width="100pt" height="50pt" viewBox="0 0 100 50"><g class="node"><title>a</title>'
+                        "</g></svg>", alt="g")
+    assert inline_svg(picture, 3) == ('<div data-fxe-record="3"><svg width="133px" viewBox="0 0 100 50">'
+                                      '<g class="node"><title>a</title></g></svg></div>')

@@ -22,7 +22,7 @@ import base64
 import html
 import re
 from functools import lru_cache
-from typing import Any
+from typing import Any, Sequence
 
 from explorer.render.code import LINE_SPAN, highlight_code
 
@@ -130,8 +130,8 @@ def line_key(backend: str, kernel: str, line: int) -> str:
     return f"line:{backend}:{kernel}:{line}"
 
 
-_SVG_IMAGE = re.compile(r'<img class="fxe-pic"[^>]*?(?:\swidth="(\d+)")?[^>]*?\ssrc="data:image/svg\+xml;base64,'
-                        r'([A-Za-z0-9+/=]+)"[^>]*>')
+_SVG_IMAGE = re.compile(r'<img class="fxe-pic"(?:(?=[^>]*\swidth="(\d+)"))?[^>]*\ssrc="data:image/svg\+xml;base64,'
+                        r'([A-Za-z0-9+/=]+)"[^>]*>')  # its width (when it has one) and its picture
 
 
 def inline_svg(markup: str, record: int) -> str:
@@ -151,7 +151,8 @@ def inline_svg(markup: str, record: int) -> str:
 _LINE_SPANS = re.compile(rf'<span id="{LINE_SPAN}-(\d+)">')
 
 
-def clickable_code(source: str, language: str, backend: str, kernel: str, marked_lines=(), quick: bool = False) -> str:
+def clickable_code(source: str, language: str, backend: str, kernel: str, marked_lines: Sequence[int] = (),
+                   quick: bool = False) -> str:
     """Highlighted `source` of kernel `kernel` whose every line is a clickable element (data-fxe-line)."""
     code = highlight_code(source, language, marked_lines, quick=quick, line_spans=True)
     attrs = f'data-fxe-backend="{html.escape(backend)}" data-fxe-kernel="{html.escape(kernel)}"'
