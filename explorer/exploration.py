@@ -19,7 +19,7 @@ import torch
 import compiler_core as cc
 from compiler_core.analysis.traffic import bytes_moved
 from compiler_core.api import Options, training_loss
-from compiler_core.bench.timing import peak_cuda_bytes
+from compiler_core.bench.timing import peak_cpu_bytes, peak_cuda_bytes
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.compare.inductor import private_copy
 from compiler_core.session import CompileSession
@@ -64,7 +64,7 @@ class Measured:
     ours: OursProfile  # our kernels and extern calls, one by one
     eager_ops: tuple[StepCost, ...]  # eager PyTorch's ATen ops, from torch.profiler
     ceilings: Optional[Ceilings]  # measured copy bandwidth and matmul throughput of the device
-    peak_bytes: Optional[int] = None  # CUDA: max_memory_allocated above the start during one call
+    peak_bytes: Optional[int] = None  # allocated above the start during one call (measured_peak_bytes)
     notes: tuple[str, ...] = ()  # what could not be measured, and why
 
 
@@ -141,7 +141,7 @@ def gather(session: CompileSession, title: str, timing: Optional[TimingResult],
 def measure_program(eager: Callable, compiled: Callable, args: Sequence[Any], session: CompileSession,
                     repeats: int, others: Optional[dict[str, Callable]] = None) -> tuple[TimingResult, Measured]:
     """Time eager, ours and `others` interleaved, then our kernels one by one, eager's ops under
-    torch.profiler, the peak memory (CUDA) and the device's ceilings."""
+    torch.profiler, the peak memory of one call and the device's ceilings."""
     device = "cuda" if any(isinstance(a, torch.Tensor) and a.is_cuda for a in args) else "cpu"
     programs = {"eager": lambda: eager(*args), "ours": lambda: compiled(*args)}
     threads: dict[str, Optional[int]] = {"eager": torch.get_num_threads(), "ours": ours_threads(session)}
@@ -168,8 +168,15 @@ def measure_program(eager: Callable, compiled: Callable, args: Sequence[Any], se
         ceilings = None
         notes.append(f"measuring the device's ceilings failed: {type(exc).__name__}: {exc}")
     return timing, Measured(device=device, ours=ours, eager_ops=eager_ops, ceilings=ceilings,
-                            peak_bytes=peak_cuda_bytes(programs["ours"]) if device == "cuda" else None,
+                            peak_bytes=measured_peak_bytes(programs["ours"], device),
                             notes=tuple(notes))
+
+
+def measured_peak_bytes(fn: Callable[[], object], device: str) -> Optional[int]:
+    """Bytes allocated above the starting level at the peak of one call, outputs included: from the CUDA
+    allocator, or on the CPU from PyTorch's CPU allocator as torch.profiler reports it (None where this
+    torch's profiler does not say). The bench measures eager, Inductor and ours the same way."""
+    return peak_cuda_bytes(fn) if device == "cuda" else peak_cpu_bytes(fn)
 
 
 def ours_threads(session: CompileSession) -> Optional[int]:

@@ -15,6 +15,7 @@ from typing import Optional, Sequence
 import nbformat
 
 from explorer.exploration import explore_function
+from explorer.measuring import compare_words
 from explorer.render.notebook import notebook_to_html
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -99,14 +100,22 @@ def summary_rows(names: Sequence[str] = SUMMARY_WORKLOADS, size: str = "full", r
 
 
 def format_table(rows: list[dict]) -> str:
-    headers = ("workload", "graphs", "kernels", "ops fused", "eager MB", "fused MB", "speedup")
+    headers = ("workload", "graphs", "kernels", "ops fused", "eager MB", "fused MB", "ours against eager")
     lines = [[r["workload"], str(r["graphs"]), str(r["kernels"]), str(r["ops_fused"]),
               f"{r['eager_bytes'] / 1e6:.1f}", f"{r['fused_bytes'] / 1e6:.1f}",
-              f"{r['speedup']:.2f}x" + (" (noisy)" if r.get("noisy") else "")
-              + (" (fell back)" if r["fallback_graphs"] else "")] for r in rows]
+              against_eager(r) + (" (fell back)" if r["fallback_graphs"] else "")] for r in rows]
     widths = [max(len(h), *(len(line[i]) for line in lines)) for i, h in enumerate(headers)]
     fmt = [h.ljust(w) if i == 0 else h.rjust(w) for i, (h, w) in enumerate(zip(headers, widths))]
     out = ["  ".join(fmt), "  ".join("-" * w for w in widths)]
     for line in lines:
         out.append("  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(line, widths))))
     return "\n".join(out)
+
+
+def against_eager(row: dict) -> str:
+    """'1.62x faster', '1.18x slower' or 'as fast (within 2%)' in words, as the Timing tab says it; a
+    noisy measurement gives 'noisy: rerun' and no ratio (it cannot support one)."""
+    if row.get("noisy"):
+        return "noisy: rerun"
+    words = compare_words("ours", "eager", row["speedup"], 1.0)  # speedup: eager's time over ours
+    return words.removeprefix("ours is ").removesuffix(" than eager").replace(" as eager", "").replace("×", "x")

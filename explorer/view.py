@@ -6,7 +6,8 @@
 
 Each tab's HTML is rendered once and shared by the widget and the static fallback, so the two always
 show the same thing. The widget adds what needs a kernel: a zoom control on the graph pictures and a
-search over nodes and kernels (`view.search("attn")` is the same search, as data).
+search over nodes and kernels (`view.search("attn")` is the same search, as data), and the fusion
+decision log filtered and sorted (`view.decisions(0, "sum_1", verdict="refused", sort="bytes saved")`).
 """
 
 from __future__ import annotations
@@ -17,15 +18,18 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from explorer.collapse import Drawing
+from explorer.decisions import SORTS, VERDICTS, DecisionRow, decision_rows, decision_table, pick
 from explorer.exploration import Exploration
 from explorer.hierarchy import graph_tree
 from explorer.provenance import Provenance, provenance
+from explorer.render.clickable import clickable, inline_svg, line_key, node_key
 from explorer.render.html import Markup, esc, inline_styles, panel, plural, tabbed, table, write_page
 from explorer.render.svg import zoom_pictures
 from explorer.views import VIEWS
 from explorer.views.fusion import kernel_clusters, kernel_drawing, kernel_tree
 from explorer.views.graph import DRAWING_END, DRAWING_START, graph_drawing, picture_pane, start_drawing
 from explorer.views.kernels import FOLD_ABOVE, line_html, node_html, render_kernel
+from explorer.views.kernels import render as render_kernels
 from explorer.views.stepper import Step, pipeline_steps, step_html
 from explorer.views.whatif import (
     WhatIf,
@@ -41,6 +45,11 @@ from explorer.why import WhyFused, computed_nodes, in_other_graphs, why_fused
 
 ZOOMS = {"25%": 0.25, "50%": 0.5, "100%": 1.0, "200%": 2.0}  # 100%: the picture's natural size
 ZOOMED_TABS = ("Graph", "Fusion")
+# The value of a list's "(pick ...)" entry. Not None: ipywidgets turns the value None into no selection,
+# and the list then shows a blank instead of the placeholder.
+NO_PICK = ()
+BOX = "box:"  # the DOT id of a collapsed drawing's box is its name after this (compiler_core/analysis/dot.py)
+DECISIONS_SHOWN = 200  # rows of the filtered decision log the widget shows (a GPT-2 graph has thousands)
 # In the widget, in place of a tab's static drawings: it draws each graph once, in a pane that expands.
 DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph there, expand what you want to read, '
                             "or draw every node.</p>")
@@ -49,6 +58,7 @@ DRAWN_ABOVE = inline_styles('<p class="fxe-note">Drawn above: pick this graph th
 class ExplorerView:
     def __init__(self, exploration: Exploration):
         self.exploration = exploration
+        self._decision_cache: dict[int, tuple[DecisionRow, ...]] = {}  # graph -> its decision log's rows
 
     @property
     def session(self):
@@ -106,6 +116,32 @@ class ExplorerView:
         not, from the scheduler's decision log: `print(view.why_fused("sum_1", "sum_2"))`."""
         return why_fused(self.session, a, b, graph)
 
+    def decisions(self, graph: int = 0, query: str = "", verdict: str = "all",
+                  sort: str = "order considered") -> list[DecisionRow]:
+        """The Fusion tab's decision log of graph `graph` (an index into session.all_records()), filtered
+        and sorted as its widget does: `view.decisions(0, "sum_1", verdict="refused", sort="bytes saved")`."""
+        return pick(self._decision_rows(graph), query, verdict, sort)
+
+    def _decision_rows(self, graph: int) -> tuple[DecisionRow, ...]:
+        # Thousands of rows for a large graph: made once per graph, then only filtered and sorted.
+        if graph not in self._decision_cache:
+            self._decision_cache[graph] = decision_rows(self.session.all_records()[graph])
+        return self._decision_cache[graph]
+
+    def decision_graphs(self) -> list[tuple[str, int]]:
+        """(title, index into session.all_records()) of every graph with a fusion decision log."""
+        return [(f"graph {r.captured.index}" + (" (backward)" if r.part == "backward" else ""), i)
+                for i, r in enumerate(self.session.all_records()) if r.schedule is not None and r.schedule.decisions]
+
+    def decisions_html(self, graph: int = 0, query: str = "", verdict: str = "all",
+                       sort: str = "order considered") -> str:
+        rows = self._decision_rows(graph)
+        found = pick(rows, query, verdict, sort)
+        shown = found[:DECISIONS_SHOWN]
+        more = f"; the first {len(shown)} shown, narrow the filter for the rest" if len(shown) < len(found) else ""
+        count = f"{len(found)} of {plural(len(rows), 'decision')} match{more}"
+        return f'<p class="fxe-note">{esc(count)}</p>' + (decision_table(shown) if shown else "")
+
     def fx_node_choices(self) -> list[tuple[str, tuple[int, str]]]:
         """(label, (graph index, FX node)) for every node a kernel computes: the why-fused dropdowns."""
         records = self.session.all_records()
@@ -143,7 +179,8 @@ class ExplorerView:
     @cached_property
     def controls(self) -> dict[tuple[str, str], Any]:
         """(tab title, "zoom" | "search" | "results" | "body" | "why_a" | "why_b" | "why",
-        for the Kernels tab "node" | "line" | "origin", for the Stepper tab "back" | "next" | "counter" | "step",
+        for the Kernels tab "node" | "line" | "origin" | "picture" | "picture_graph" (clickable: see
+        explorer/render/clickable.py), for the Stepper tab "back" | "next" | "counter" | "step",
         for the What-if tab "fusion" | "backend" | "mode" | "dynamic" | "activation_budget" | "recompile" | "result")
         -> widget,
         for tests and notebooks."""
@@ -186,8 +223,13 @@ class ExplorerView:
                 controls += [search, results]
             if title == "Fusion" and self.fx_node_choices():
                 controls += self._why_fused_controls(widgets)
-            if title == "Kernels" and self.provenance.nodes:
-                controls += self._provenance_controls(widgets)
+            if title == "Fusion" and self.decision_graphs():
+                controls += self._decision_controls(widgets)
+            if title == "Kernels" and self.provenance.nodes and self.provenance_pictures():
+                # Each kernel line an element a click picks: rendered apart from the static tab (plain text).
+                body = clickable(value=panel(render_kernels(self.exploration, clickable=True)))
+                self._controls[(title, "body")] = body
+                controls += self._provenance_controls(widgets, body)
             if title == "Kernels" and len(self.kernel_choices()) > FOLD_ABOVE:
                 controls += self._kernel_picker(widgets)
             if title == "What-if" and self.exploration.program is not None:
@@ -277,23 +319,117 @@ class ExplorerView:
         """FX node <-> generated lines <-> your Python lines (the Kernels tab's two dropdowns, as data)."""
         return provenance(self.exploration)
 
-    def _provenance_controls(self, widgets: Any) -> list:
-        """Pick an FX node: its kernels, lines highlighted, and your line. Pick a generated line: its FX
-        nodes and your lines. The answer shows the latest pick."""
+    def provenance_pictures(self) -> list[tuple[str, int, Drawing]]:
+        """(title, index into session.all_records(), drawing) of every primitive graph with kernels, forward
+        and backward: the Kernels tab draws the one picked, and a click on a node asks for its provenance.
+        These are the Fusion tab's drawings (boxed by kernel): their nodes are the FX nodes kernels compute."""
+        records = [i for i, r in enumerate(self.session.all_records())
+                   if r.prims is not None and r.schedule is not None]  # as self.drawings["Fusion"] picks them
+        return [(drawing.title, record, drawing) for record, drawing in zip(records, self.drawings["Fusion"])]
+
+    def pick_html(self, record: int, name: str) -> str:
+        """The answer to a click on `name` in record `record`'s picture: an FX node's kernels, lines and
+        your line; a collapsed kernel's source; or what the shape is when nothing computes it."""
+        prov = self.provenance
+        try:
+            return node_html(prov, record, name, clickable=True)
+        except KeyError:
+            pass
+        box = name.removeprefix(BOX)  # a collapsed drawing's shape: a kernel, an extern call or a module
+        if any(k.name == box for k in self.session.all_records()[record].kernels):
+            return render_kernel(prov.kernel(prov.backend, box), prov=prov, clickable=True)
+        fx = {n.name: n for n in self.session.all_records()[record].prims.graph_module.graph.nodes}
+        if name in fx:
+            what = {"placeholder": "an input of the graph", "output": "the graph's outputs"}.get(
+                fx[name].op, "a view or a value no kernel computes (it costs no kernel)")
+        elif box.startswith("extern: "):
+            what = "an extern call (a library kernel such as a matmul): no generated source; the host program calls it"
+        else:
+            what = "a box of several kernels or ops: the Fusion tab expands it, or pick one of its nodes from the list"
+        return f"<p><code>{esc(box)}</code>: {esc(what)}.</p>"
+
+    def _provenance_controls(self, widgets: Any, body: Any) -> list:
+        """Click an FX node in the graph picture (or pick it from the list): its kernels, lines highlighted,
+        and your line. Click a line of a kernel (below, or in an answer), or pick it: its FX nodes and your
+        lines. The answer shows the latest pick; the picture and the sources outline what it is about.
+        The lists stay for keyboard users and scripts."""
         prov = self.provenance
         nodes = [(o.label, (o.record, o.node)) for o in prov.nodes]
         several = len(prov.kernels) > 1
         lines = [((f"[{b}] " if several else "") + label, where) for b in prov.kernels
                  for label, where in prov.line_choices(b)]
-        node = widgets.Dropdown(options=[("(pick an FX node)", None)] + nodes, value=None, description="FX node")
-        line = widgets.Dropdown(options=[("(pick a kernel line)", None)] + lines, value=None, description="line")
-        answer = widgets.HTML()
-        node.observe(lambda change: setattr(answer, "value", panel(node_html(prov, *change["new"])))
-                     if change["new"] is not None else None, names="value")
-        line.observe(lambda change: setattr(answer, "value", panel(line_html(prov, *change["new"])))
-                     if change["new"] is not None else None, names="value")
-        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer})
-        return [widgets.HBox([node, line]), answer]
+        node = widgets.Dropdown(options=[("(pick an FX node)", NO_PICK)] + nodes, value=NO_PICK, description="FX node")
+        line = widgets.Dropdown(options=[("(pick a kernel line)", NO_PICK)] + lines, value=NO_PICK, description="line")
+        answer = clickable(reveal=True)  # scrolls into view: a click on a line far below it is answered here
+        answer.add_class("fxe-answer")  # (the browser test finds the answer, picture and sources by these)
+        pictures = self.provenance_pictures()
+        graph = widgets.Dropdown(options=[(title, i) for i, (title, _, _) in enumerate(pictures)], value=0,
+                                 description="graph")
+        picture = clickable()
+        picture.add_class("fxe-picture")
+        body.add_class("fxe-sources")
+        # Every widget a click can come from; all of them show the same pick (outlined, and in their traits,
+        # so that a second click on what is already answered changes nothing and any other click does).
+        self._pick_sources = sources = [picture, body, answer]
+        syncing = {"now": False}
+
+        def draw(_change: Any = None) -> None:
+            title, record, drawing = pictures[graph.value]
+            picture.value = panel('<p class="fxe-note">Click a node: its kernel and the lines computing it. '
+                                  "Click a line of a kernel: its FX nodes and your line.</p>"
+                                  + inline_svg(picture_pane(drawing.dot(), title), record))
+
+        listed = {value for _, value in nodes + lines}
+
+        def show(html: str, picked_node: Any, picked_line: Any, marked: list[str]) -> None:
+            # The lists follow a click (the placeholder where the pick is not listed, such as an input).
+            syncing["now"] = True
+            try:
+                as_node = (picked_node["record"], picked_node["node"]) if picked_node else None
+                as_line = tuple(picked_line[k] for k in ("backend", "kernel", "line")) if picked_line else None
+                node.value = as_node if as_node in listed else NO_PICK
+                line.value = as_line if as_line in listed else NO_PICK
+                for source in sources:
+                    source.picked_node, source.picked_line, source.marked = picked_node, picked_line, marked
+                answer.value = panel(html)
+            finally:
+                syncing["now"] = False
+
+        def pick_node(record: int, name: str) -> None:
+            shown = [i for i, (_, r, _) in enumerate(pictures) if r == record]
+            if shown and pictures[graph.value][1] != record:  # picked from the list: draw its graph
+                graph.value = shown[0]
+            marked = [node_key(record, name)] + [line_key(b, k, n) for b in prov.kernels
+                                                 for k, ns in prov.kernels_of(record, name, b) for n in ns]
+            show(self.pick_html(record, name), {"record": record, "node": name}, None, marked)
+
+        def pick_line(backend: str, kernel: str, number: int) -> None:
+            found = prov.at(backend, kernel, number)
+            marked = [line_key(backend, kernel, number)] + [node_key(o.record, o.node) for o in found.nodes]
+            show(line_html(prov, backend, kernel, number, clickable=True), None,
+                 {"backend": backend, "kernel": kernel, "line": number}, marked)
+
+        def picked(change: Any) -> None:
+            if syncing["now"] or not change["new"]:
+                return
+            new = change["new"]
+            if change["name"] == "picked_node":
+                pick_node(int(new["record"]), str(new["node"]))
+            else:
+                pick_line(str(new["backend"]), str(new["kernel"]), int(new["line"]))
+
+        node.observe(lambda change: None if syncing["now"] or not change["new"] else pick_node(*change["new"]),
+                     names="value")
+        line.observe(lambda change: None if syncing["now"] or not change["new"] else pick_line(*change["new"]),
+                     names="value")
+        for source in sources:
+            source.observe(picked, names=["picked_node", "picked_line"])
+        graph.observe(draw, names="value")
+        draw()
+        self._controls.update({("Kernels", "node"): node, ("Kernels", "line"): line, ("Kernels", "origin"): answer,
+                               ("Kernels", "picture"): picture, ("Kernels", "picture_graph"): graph,
+                               ("Kernels", "redraw_picture"): draw, ("Kernels", "picked"): picked})
+        return [widgets.HBox([node, line]), widgets.HBox(([graph] if len(pictures) > 1 else [])), picture, answer]
 
     def kernel_choices(self) -> list[tuple[str, tuple[str, int]]]:
         """(label, (backend, index)) for every kernel of every backend shown."""
@@ -305,15 +441,19 @@ class ExplorerView:
     def _kernel_picker(self, widgets: Any) -> list:
         """Many kernels: pick one to read instead of scrolling through every one."""
         choices = self.kernel_choices()
-        picker = widgets.Dropdown(options=[("(pick a kernel)", None)] + choices, value=None, description="kernel")
-        shown = widgets.HTML()
+        picker = widgets.Dropdown(options=[("(pick a kernel)", NO_PICK)] + choices, value=NO_PICK, description="kernel")
+        shown = clickable()
 
         def show(change: Any) -> None:
-            if change["new"] is not None:
+            if change["new"]:
                 backend, index = change["new"]
-                shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance))
+                shown.value = panel(render_kernel(self.exploration.kernels[backend][index], prov=self.provenance,
+                                                  clickable=True))
 
         picker.observe(show, names="value")
+        if ("Kernels", "picked") in self._controls:  # its lines answer a click as the tab's own do
+            shown.observe(self._controls[("Kernels", "picked")], names=["picked_node", "picked_line"])
+            self._pick_sources.append(shown)
         self._controls.update({("Kernels", "kernel"): picker, ("Kernels", "kernel_source"): shown})
         return [picker, shown]
 
@@ -356,6 +496,27 @@ class ExplorerView:
         self._controls.update({("What-if", "recompile"): button, ("What-if", "result"): result})
         return [widgets.HBox([toggles["fusion"], toggles["dynamic"], toggles["backend"], toggles["mode"]]),
                 widgets.HBox([toggles["activation_budget"], button]), result]
+
+    def _decision_controls(self, widgets: Any) -> list:
+        """The decision log filtered by a text (FX names or reason) and a verdict, sorted by a column."""
+        graphs = self.decision_graphs()
+        graph = widgets.Dropdown(options=graphs, value=graphs[0][1], description="decisions of")
+        query = widgets.Text(placeholder="FX node or reason: sum_1, reduction axis, memory",
+                             description="filter", continuous_update=False)
+        verdict = widgets.Dropdown(options=list(VERDICTS), value="all", description="verdict")
+        order = widgets.Dropdown(options=list(SORTS), value="order considered", description="sort by")
+        table_ = widgets.HTML()
+
+        def update(_change: Any = None) -> None:
+            table_.value = panel(self.decisions_html(graph.value, query.value, verdict.value, order.value))
+
+        for control in (graph, query, verdict, order):
+            control.observe(update, names="value")
+        update()
+        self._controls.update({("Fusion", "decisions_graph"): graph, ("Fusion", "decisions_filter"): query,
+                               ("Fusion", "decisions_verdict"): verdict, ("Fusion", "decisions_sort"): order,
+                               ("Fusion", "decisions"): table_})
+        return [widgets.HBox(([graph] if len(graphs) > 1 else []) + [query, verdict, order]), table_]
 
     def _why_fused_controls(self, widgets: Any) -> list:
         """Two dropdowns of FX nodes and the answer line; answering reads the artifacts only."""

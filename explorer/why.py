@@ -17,6 +17,7 @@ from typing import Optional
 
 from compiler_core.schedule.artifacts import FusionDecision
 from compiler_core.session import CompileSession, GraphRecord
+from explorer.decisions import fx_names, in_fx_names
 
 
 @dataclass(frozen=True)
@@ -164,8 +165,6 @@ def _kernels(record: GraphRecord, names: tuple[str, ...]) -> str:
 
 def _in_fx_names(reason: str, record: GraphRecord) -> str:
     """The scheduler's reason names loop nodes (buf3); say the FX names the graph shows (sum_2)."""
-    from explorer.views.fusion import fx_names, in_fx_names
-
     return in_fx_names(reason, fx_names(record.loops))
 
 

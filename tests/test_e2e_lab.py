@@ -4,7 +4,8 @@ Debian's chromium and the playwright package), also alone with `make test-e2e`.
 One JupyterLab server for the module:
 - a `%%fcompile` cell, run from the browser, shows its value and the explorer;
 - the tour notebook: Run All, no error outputs, every tab of every explorer widget clicked and not
-  empty (tabs found in the page, so a new view is covered without touching this file);
+  empty (tabs found in the page, so a new view is covered without touching this file); in the Kernels
+  tab a graph node (forward and backward) and a kernel line clicked, the answer read;
 - the executed tour reopened as an *untrusted* notebook: the widgets are not drawn and JupyterLab's
   sanitizer rewrites the static HTML fallback, which must still read as tabs with styles and
   pictures;
@@ -282,6 +283,7 @@ def test_tour_runs_and_every_tab_of_every_view_shows_something(lab, browser):
                     empty.append((v, title, panel))
         assert not empty, empty
         _use_the_controls(page.locator(".jp-OutputArea .widget-tab").nth(0), views[0])
+        _click_a_backward_node(page.locator(".jp-OutputArea .widget-tab").nth(3), views[3])
     finally:
         page.close()
         lab.shut_down_kernels()
@@ -290,7 +292,7 @@ def test_tour_runs_and_every_tab_of_every_view_shows_something(lab, browser):
 def _use_the_controls(tab, titles: list[str]) -> None:
     """The controls that run Python in the kernel, used as a person would: the Stepper's Next, the
     What-if toggles with Recompile (fusion off: one kernel per loop node, still equal to eager), the
-    FX node picker of the Kernels tab."""
+    FX node picker of the Kernels tab, and a click on a graph node and on a kernel line there."""
     expect = sync_api.expect
 
     def open_tab(title: str):
@@ -309,6 +311,52 @@ def _use_the_controls(tab, titles: list[str]) -> None:
     tab.locator("select:visible").first.select_option(index=1)  # the FX node picker: its first node
     expect(tab).to_contain_text(re.compile(r"\): (lines \d|no single line)"), timeout=30_000)
     _shot(tab, "view0-fx-node-picked")
+    _click_provenance(tab)
+
+
+def _click_provenance(tab) -> None:
+    """Clicks reach Python (explorer/render/clickable.py): a node of the Kernels tab's graph picture
+    answers with its kernel lines and your line, a line of a kernel's source with its FX nodes."""
+    expect = sync_api.expect
+    answer = tab.locator(".fxe-answer:visible")
+    # The node whose Graphviz <title> is its FX name (XPath: the SVG's elements are in their own namespace).
+    exp_node = tab.locator(".fxe-picture:visible").locator(
+        "xpath=.//*[local-name()='g' and contains(@class, 'node')][*[local-name()='title']='exp']")
+    exp_node.click()
+    expect(answer).to_contain_text(re.compile(r"exp \(aten\.exp\.default, graph 0\): line \d+ in softmax"),
+                                   timeout=30_000)
+    expect(answer).to_contain_text(re.compile(r"\): lines \d"))
+    assert "fxe-picked" in exp_node.get_attribute("class"), "the clicked node is not outlined"
+    expect(tab.locator(".fxe-sources .fxe-picked[data-fxe-line]").first).to_be_visible()  # its lines, outlined
+    _shot(tab, "view0-node-clicked")
+    line = tab.locator(".fxe-sources [data-fxe-line]", has_text="std::exp(").first
+    line.click()
+    expect(answer).to_contain_text(re.compile(r"line \d+: .*std::exp\(.* computes [^\n]*\bexp\b"), timeout=30_000)
+    expect(answer).to_contain_text(re.compile(r"line \d+ in softmax"))
+    assert "fxe-picked" in line.get_attribute("class"), "the clicked line is not outlined"
+    assert tab.locator(".fxe-picture:visible g.node.fxe-picked").count() >= 1, "the line's nodes are not outlined"
+    _shot(tab, "view0-line-clicked")
+
+
+def _click_a_backward_node(tab, titles: list[str]) -> None:
+    """The training view (explore(mlp, train=True)): the Kernels tab's picture of the backward graph, one
+    of its listed FX nodes clicked; the answer names it in the backward graph."""
+    expect = sync_api.expect
+    tab.locator(":scope > .lm-TabBar .lm-TabBar-tab").nth(titles.index("Kernels")).click()
+    tab.get_by_role("combobox", name="graph").select_option(label="graph 0 (backward)")
+    picture = tab.locator(".fxe-picture:visible")
+    expect(picture).to_contain_text("graph 0 (backward)", timeout=30_000)
+    # ipywidgets writes the options' spaces as no-break spaces.
+    listed = [label.replace("\xa0", " ") for label in
+              tab.get_by_role("combobox", name="FX node").locator("option").all_inner_texts()]
+    backward = [label.split()[0] for label in listed if label.endswith("(graph 0 (backward))")]
+    assert backward, listed
+    name = backward[0]
+    picture.locator("xpath=.//*[local-name()='g' and contains(@class, 'node')]"
+                    f"[*[local-name()='title']='{name}']").click()
+    expect(tab.locator(".fxe-answer:visible")).to_contain_text(f"{name} (aten.", timeout=30_000)
+    expect(tab.locator(".fxe-answer:visible")).to_contain_text("graph 0 (backward)): ")
+    _shot(tab, "view3-backward-node-clicked")
 
 
 def test_executed_tour_reads_well_untrusted(lab, browser):

@@ -239,6 +239,9 @@ def test_report_command_writes_standalone_html(tmp_path):
     page = out.read_text()
     assert "data:image/svg+xml;base64," in page and "prog.py:fn" in page and "<script" not in page
     assert "wrote" in proc.stderr
+    for title in TABS:  # every view, and nothing fetched from the network
+        assert re.search(rf'<summary class="fxe-tab-title"[^>]*>{re.escape(title)}</summary>', page), title
+    assert not re.search(r'(src|href)="(https?:)?//', page)
 
 
 def test_report_command_rejects_a_bad_target(tmp_path):
@@ -253,8 +256,13 @@ def test_summary_table_format():
              "fused_bytes": 16_000_000, "speedup": 1.5, "fallback_graphs": 0}]
     table = format_table(rows).splitlines()
     assert table[0].split() == ["workload", "graphs", "kernels", "ops", "fused", "eager", "MB", "fused", "MB",
-                                "speedup"]
-    assert table[2].split() == ["softmax", "1", "1", "5", "50.0", "16.0", "1.50x"]
+                                "ours", "against", "eager"]
+    assert table[2].split() == ["softmax", "1", "1", "5", "50.0", "16.0", "1.50x", "faster"]
+    # Slower is said in words, and a noisy measurement gives no ratio at all.
+    slower, noisy = dict(rows[0], speedup=0.8), dict(rows[0], speedup=3.0, noisy=True)
+    assert format_table([slower]).splitlines()[2].endswith("1.25x slower")
+    last = format_table([noisy]).splitlines()[2]
+    assert last.endswith("noisy: rerun") and "3.00" not in last
 
 
 def test_kernels_view_marks_each_kernel_with_its_check():
@@ -281,3 +289,16 @@ def test_kernels_tab_shows_each_rewrite_pass(softmax_view):
     (kernel, *_) = softmax_view.exploration.kernels["cpp"]
     assert "the plan as built, before any pass" in text and kernel.passes[0].after.splitlines()[0] in text
     assert "+# index: int32" in text  # a pass's change, as a diff line
+
+
+def test_kernels_tab_shows_the_host_program_and_timing_the_compile_time_per_stage(softmax_view):
+    session = softmax_view.session
+    kernels = page_text(softmax_view.sections["Kernels"])
+    for record in session.all_records():
+        assert f"host program of graph {record.captured.index}" in kernels
+        assert all(line.strip() in kernels for line in record.wrapper.source.splitlines() if line.strip())
+    rows = re.findall(r"<tr><td[^>]*>([^<]+)</td><td[^>]*>([\d.]+)</td></tr>",
+                      softmax_view.sections["Timing"].split("Compile time per stage", 1)[1])
+    stages = dict(rows)
+    assert list(stages)[:-1] == list(session.timings) and list(stages)[-1] == "total"
+    assert float(stages["total"]) == pytest.approx(sum(session.timings.values()) * 1e3, abs=0.1)

@@ -83,6 +83,33 @@ def test_running_a_cell_again_reuses_its_compilation(shell):
     torch.testing.assert_close(shell.user_ns["q"], torch.sigmoid(shell.user_ns["x"]) * 3)
 
 
+def test_an_edit_of_the_compilers_source_compiles_the_cell_again(shell, tmp_path, monkeypatch):
+    # An editable install keeps its version number when its files change: the cache key hashes them.
+    from explorer import magic
+
+    (tmp_path / "compiler_core").mkdir()
+    kernel = tmp_path / "compiler_core" / "codegen.py"
+    kernel.write_text("KERNEL = 'old'\n")
+    roots = (tmp_path / "compiler_core",)
+    before = magic.source_hash(roots)
+    assert magic.source_hash(roots) == before  # nothing changed: the same hash (from the files' stats)
+    kernel.write_text("KERNEL = 'edited'\n")
+    edited = magic.source_hash(roots)
+    assert edited != before
+    (tmp_path / "compiler_core" / "notes.txt").write_text("not source")
+    assert magic.source_hash(roots) == edited
+    assert magic.source_hash() == magic.source_hash()  # the real tree: stable between calls
+
+    cell = "%%fcompile --no-view\nq = torch.cos(x) + 1"
+    assert shell.run_cell(cell).success
+    first = dict(magics(shell)._compiled)
+    monkeypatch.setattr(magic, "source_hash", lambda: "edited")
+    assert shell.run_cell(cell).success
+    compiled = magics(shell)._compiled
+    assert len(compiled) == 2 and set(first) < set(compiled)  # compiled again under a new key
+    torch.testing.assert_close(shell.user_ns["q"], torch.cos(shell.user_ns["x"]) + 1)
+
+
 def test_line_magic(shell):
     result = shell.run_cell("%fcompile --no-view --backend cpp w = x * 2 - 1")
     assert result.success, result.error_in_exec

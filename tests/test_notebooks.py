@@ -10,6 +10,7 @@ import nbformat
 import pytest
 
 from explorer.tour import TOUR_NOTEBOOK, run_tour
+from explorer.views import VIEWS
 
 
 def test_tour_is_committed_without_outputs():
@@ -34,6 +35,11 @@ def test_tour_executes_and_exports(tmp_path):
                        for d in re.findall(r'data:image/svg\+xml;base64,([^"]+)', page))
     assert "Saved tensors (the cut)" in text and 'id="fxe-sweep-graph-0"' in pictures  # the Autograd tab, training
     assert "FcompileError" not in text and "Traceback" not in text
+    # Every explorer view in the page carries every tab (what `make demo` promises of build/tour.html).
+    views = page.count('class="fxe-head"')
+    assert views >= 4  # softmax, layernorm_gelu, the %%fcompile cell and the training MLP
+    for title, _ in VIEWS:
+        assert len(re.findall(rf'<summary class="fxe-tab-title"[^>]*>{re.escape(title)}</summary>', page)) == views
     # No widget JavaScript from a CDN: the static fallback stands in for the widgets.
     assert "application/vnd.jupyter.widget-view+json" not in page
     assert not re.search(r'<script[^>]+src="(https?:)?//', page)
@@ -51,4 +57,6 @@ def test_demo_summary_table_reports_measured_speedups():
     for row in rows:
         assert row["kernels"] == 1
         assert row["speedup"] > 0
-    assert table.count("x") >= 2  # a speedup column like "1.70x"
+    # each row says it in words: faster, slower, as fast, or noisy: rerun
+    assert all(any(word in line for word in ("faster", "slower", "as fast", "noisy: rerun"))
+               for line in table.splitlines()[2:])

@@ -18,6 +18,7 @@ import compiler_core as cc
 from explorer import ceilings as ceilings_module
 from explorer import comparing, explore
 from explorer.cell import cell_program
+from explorer.decisions import fx_names
 from explorer.exploration import gather
 from explorer.measuring import Samples, TimingResult, compare_words, noise_reasons
 from explorer.profiling import _events_by_group, steps_without_timing
@@ -26,7 +27,6 @@ from explorer.render.svg import natural_width
 from explorer.views import capture
 from explorer.views.capture import capture_model
 from explorer.views.compare import compare_model
-from explorer.views.fusion import fx_names
 from explorer.views.kernels import FOLD_ABOVE
 from explorer.views.memory import memory_model
 from explorer.views.roofline import roofline_model
@@ -87,7 +87,11 @@ def test_roofline_and_memory_views_render(mm_view):
     text = page_text(mm_view.sections["Roofline"])
     assert "GB/s" in text and "GFLOP/s" in text
     assert "data:image/svg+xml;base64," in mm_view.sections["Roofline"]
-    assert "not measured" in page_text(mm_view.sections["Memory"])  # CPU: no allocator peak
+    # The measured peak, on the CPU from PyTorch's allocator through torch.profiler: at least the output
+    # (64x128 fp32, alive at the end of the call), at most every buffer held at once (no reuse).
+    peak, plan = mm_view.exploration.measured.peak_bytes, mm_view.session.graphs[0].memory
+    assert peak is not None and 64 * 128 * 4 <= peak <= plan.peak_bytes_unplanned
+    assert f"measured peak of one call of the whole program: {peak:,} bytes" in page_text(mm_view.sections["Memory"])
 
 
 def test_ceilings_are_kept_on_disk_by_device(tmp_path, monkeypatch):
@@ -252,6 +256,23 @@ def test_capture_view_shows_breaks_guards_and_the_failed_guard_of_a_recompile():
     assert session.recompiles[0].reason in text
     for guard in model.graphs[0].guards:
         assert guard in text
+
+
+def test_capture_view_shows_symbolic_sizes_of_a_dynamic_graph():
+    compiled = cc.compile(lambda x: torch.sigmoid(x) * 2, dynamic=True)
+    x = torch.randn(6, 8)
+    compiled(torch.randn(4, 8))
+    torch.testing.assert_close(compiled(x), torch.sigmoid(x) * 2)  # the same graph, compiled for the new size
+    session = compiled.session
+    (record,) = session.graphs
+    model = capture_model(session)
+    symbols = [str(i).split(":")[0] for i in record.captured.inputs if "symbolic" in str(i)]
+    assert symbols and not model.recompiles  # one graph with symbolic sizes served both calls
+    text = page_text(capture.render(gather(session, "t", None)))
+    assert "Symbolic sizes (dynamic shapes)" in text and record.sizes in text and "=6" in record.sizes
+    tensor_input = next(str(i) for i in record.captured.inputs if "symbolic" not in str(i))
+    assert tensor_input in text and all(s in tensor_input for s in symbols)  # the tensor's shape in symbols
+    assert all(f"Sym({s})" in text for s in symbols)  # and the graph's code names them
 
 
 def test_compare_view_without_a_cpp_compiler_says_why(monkeypatch):
@@ -546,6 +567,16 @@ def test_large_graph_static_html_scrolls_and_never_squeezes(gpt2_view):
     picker = gpt2_view.controls[("Kernels", "kernel")]
     picker.value = picker.options[3][1]
     assert re.search(rf"<h4[^>]*>{names[2]}</h4>", gpt2_view.controls[("Kernels", "kernel_source")].value)
+    # The Kernels tab's picture of a graph this large is the Fusion tab's overview, a box per kernel (or
+    # module): a click on a kernel's box shows that kernel, its lines clickable; a module's says what it is.
+    picture, answer = gpt2_view.controls[("Kernels", "picture")], gpt2_view.controls[("Kernels", "origin")]
+    boxes = set(re.findall(r'class="node">\s*<title>box:([^<]*)</title>', picture.value))
+    kernel = next(n for n in names if n in boxes)
+    picture.picked_node = {"record": 0, "node": f"box:{kernel}"}
+    assert re.search(rf"<h4[^>]*>{kernel}</h4>", answer.value) and f'data-fxe-kernel="{kernel}"' in answer.value
+    extern = next(b for b in boxes if b.startswith("extern: "))
+    picture.picked_node = {"record": 0, "node": f"box:{extern}"}
+    assert "an extern call" in answer.value
 
 
 def test_gpt2_training_views_build_in_seconds():

@@ -15,9 +15,9 @@ import pytest
 import torch
 from test_partitioner import MLP, GPT2Block
 
-from compiler_core.autodiff.artifacts import BudgetPoint, JointGraph
+from compiler_core.autodiff.artifacts import TANGENT, BudgetPoint, JointGraph
 from explorer import explore
-from explorer.views.autograd import NO_TRAINING, AutogradModel, autograd_model, graph_section
+from explorer.views.autograd import NO_TRAINING, AutogradModel, autograd_model, graph_section, joint_dot
 
 
 def expand_pictures(markup: str) -> str:
@@ -93,6 +93,29 @@ def test_recomputed_nodes_are_listed_and_drawn_dashed(view):
     nodes = joint_svg_nodes(autograd_html(view))
     dashed = {name for name, g in nodes.items() if 'stroke-dasharray="5,2"' in g}
     assert dashed == set(part.recomputed)
+
+
+def test_forward_and_backward_are_drawn_apart_and_the_cuts_edges_are_red(view):
+    record = view.session.graphs[0]
+    model = autograd_model(record)
+    dot = joint_dot(model)
+    clusters = dict(re.findall(r"subgraph cluster_(\w+) \{(.*?)\n  \}", dot, re.S))
+    members = {name: set(re.findall(r'^ +"([^"]+)" \[', body, re.M)) for name, body in clusters.items()}
+    # Every node the split forward graph computes is drawn in the forward cluster, and likewise backward.
+    computed = ("call_function", "call_method", "call_module", "get_attr")
+    part = record.partition
+    joint_nodes = {n.name for n in record.joint.graph_module.graph.nodes}
+    # (the backward may hold copies of recomputed nodes for its gradient formulas: not joint nodes)
+    forward = {n.name for n in part.forward_graph.graph.nodes if n.op in computed} & joint_nodes
+    backward = {n.name for n in part.backward_graph.graph.nodes if n.op in computed} & joint_nodes
+    assert forward and backward and forward <= members["forward"] and backward - forward <= members["backward"]
+    assert not members["forward"] & members["backward"]
+    # The cut: a red edge from each saved tensor into the backward's side, and no other red edge.
+    red = set(re.findall(r'^ +"([^"]+)" -> "([^"]+)" \[color="#d93025"', dot, re.M))
+    saved = {t.name for t in part.saved}
+    assert red and {source for source, _ in red} <= saved
+    assert all(target in backward or model.placement.get(target) == TANGENT for _, target in red)
+    assert {t for t in saved if t in joint_nodes} <= {source for source, _ in red}
 
 
 def test_every_banned_node_is_shown_with_its_reason(view):

@@ -89,7 +89,7 @@ def test_picking_a_backward_node_highlights_its_kernel_lines(view):
 def test_picking_a_generated_line_names_its_nodes_and_the_users_line(view):
     controls = view.controls
     line_pick = controls[("Kernels", "line")]
-    target = next(v for label, v in line_pick.options if v is not None and "std::sin(" in label)
+    target = next(v for label, v in line_pick.options if v and "std::sin(" in label)
     line_pick.value = target
     answer = text(controls[("Kernels", "origin")].value)
     assert f"{target[1]} line {target[2]}" in answer and "computes sin" in answer
@@ -124,3 +124,108 @@ def test_each_kernel_carries_its_plan_and_the_kernels_tab_shows_it():
     view = explore(softmax_twice, x, repeats=0, kernels_for=())
     assert "kernel plan (the IR both code generators print)" in view.sections["Kernels"]
     torch.testing.assert_close(cc.compile(softmax_twice)(x), softmax_twice(x))
+
+
+# ---- clicks (explorer/render/clickable.py): what the widget's JavaScript sets, set from Python ------------
+
+def kernel_tab(view):
+    controls = view.controls
+    return (controls[("Kernels", "picture")], controls[("Kernels", "body")], controls[("Kernels", "origin")],
+            controls[("Kernels", "picture_graph")])
+
+
+def drawn_nodes(markup: str) -> set[str]:
+    """The Graphviz node titles of the inline SVG in `markup` (edges read 'a->b', clusters cluster_N)."""
+    return {html.unescape(t) for t in re.findall(r'<g id="node\d+" class="node">\s*<title>([^<]*)</title>', markup)}
+
+
+def test_the_kernels_tab_draws_forward_and_backward_graphs_to_click(view):
+    picture, body, _, graph = kernel_tab(view)
+    assert [label for label, _ in graph.options] == ["graph 0", "graph 0 (backward)"]
+    graph.value = 0  # (an earlier test's pick of a backward node drew the backward)
+    assert '<div data-fxe-record="0">' in picture.value and "<img" not in picture.value  # inline SVG
+    assert {"sin", "mul", "relu", "exp"} <= drawn_nodes(picture.value)
+    graph.value = 1
+    assert '<div data-fxe-record="1">' in picture.value and "cos" in drawn_nodes(picture.value)
+    # Every line of every kernel is an element a click picks, with its kernel and number.
+    for kernel in view.session.kernels:
+        numbers = re.findall(rf'data-fxe-kernel="{kernel.name}" data-fxe-line="(\d+)"', body.value)
+        assert sorted(set(map(int, numbers))) == list(range(1, len(kernel.source.split("\n")) + 1))
+
+
+def test_clicking_a_forward_node_shows_its_kernel_lines_and_the_users_line(view):
+    picture, body, answer, graph = kernel_tab(view)
+    graph.value = 0
+    picture.picked_node = {"record": 0, "node": "sin"}
+    sin = view.provenance.node(0, "sin")
+    (kernel, lines), = sin.kernels
+    shown = text(answer.value)
+    assert f"line {LINE_SIN} in sin_mm_softmax" in shown and f"{kernel} (C++ / OpenMP (CPU)): lines" in shown
+    marked = marked_lines(answer.value)
+    assert len(marked) == len(lines) and any("std::sin(" in line for line in marked)
+    # The list follows the click, and the picture and the kernel's source outline the node and its lines.
+    assert view.controls[("Kernels", "node")].value == (0, "sin")
+    assert set(picture.marked) == set(body.marked) == {"node:0:sin"} | {f"line:cpp:{kernel}:{n}" for n in lines}
+
+
+def test_clicking_a_backward_node_names_the_forward_line_it_differentiates(view):
+    picture, _, answer, graph = kernel_tab(view)
+    graph.value = 1
+    picture.picked_node = {"record": 1, "node": "cos"}
+    (kernel, lines), = view.provenance.node(1, "cos").kernels
+    assert f"from the backward of line {LINE_SIN}" in text(answer.value) and kernel in text(answer.value)
+    assert any("std::cos(" in line for line in marked_lines(answer.value))
+    picture.picked_node = {"record": 1, "node": "tangents_1"}  # an input: said so, nothing made up
+    assert text(answer.value) == "tangents_1: an input of the graph."
+    assert view.controls[("Kernels", "node")].label == "(pick an FX node)"  # the list shows its placeholder
+
+
+def test_clicking_a_source_line_shows_its_nodes_and_then_a_node_of_the_answer(view):
+    picture, body, answer, graph = kernel_tab(view)
+    backward = view.session.graphs[0].backward.kernels
+    kernel = next(k for k in backward if "std::cos(" in k.source)
+    number = next(i for i, code in enumerate(kernel.source.split("\n"), 1) if "std::cos(" in code)
+    body.picked_line = {"backend": "cpp", "kernel": kernel.name, "line": number}
+    shown = text(answer.value)
+    assert f"{kernel.name} line {number}" in shown and "computes cos" in shown
+    assert f"from the backward of line {LINE_SIN} in sin_mm_softmax" in shown
+    assert [line.strip() for line in marked_lines(answer.value)] == [kernel.source.split("\n")[number - 1].strip()]
+    assert view.controls[("Kernels", "line")].value == ("cpp", kernel.name, number)
+    assert f"line:cpp:{kernel.name}:{number}" in picture.marked and "node:1:cos" in picture.marked
+    # The answer's FX nodes are clickable too: one of them answers as a click in the picture does.
+    assert 'data-fxe-record="1" data-fxe-node="cos"' in answer.value
+    answer.picked_node = {"record": 1, "node": "cos"}
+    assert "from the backward of line" in text(answer.value) and "): lines" in text(answer.value)
+    assert view.controls[("Kernels", "line")].label == "(pick a kernel line)" and body.picked_line is None
+    # ... and the same line clicked again answers again (the node's pick cleared the line's).
+    body.picked_line = {"backend": "cpp", "kernel": kernel.name, "line": number}
+    assert f"{kernel.name} line {number}" in text(answer.value)
+
+
+def test_picking_from_the_list_draws_that_nodes_graph_and_outlines_it(view):
+    picture, _, _, graph = kernel_tab(view)
+    graph.value = 0
+    view.controls[("Kernels", "node")].value = (1, "cos")
+    assert graph.value == 1 and "cos" in drawn_nodes(picture.value)
+    assert picture.picked_node == {"record": 1, "node": "cos"} and "node:1:cos" in picture.marked
+
+
+def test_the_static_views_stay_without_scripts_or_inline_svg(view):
+    static = view.html()
+    assert "data-fxe-line" not in static and "data-fxe-record" not in static and "<svg" not in static
+    assert "<script" not in static
+
+
+def test_clickable_markup_keeps_every_line_and_the_pictures_size():
+    from explorer.render.clickable import clickable_code, inline_svg
+    from explorer.render.svg import svg_image
+
+    source = "int a; /* two\nlines */\n\nfloat b;"
+    for quick in (False, True):  # Pygments, and our regular expression for long texts
+        code = clickable_code(source, "cpp", "cpp", "k_0", quick=quick)
+        spans = re.findall(r'<span data-fxe-backend="cpp" data-fxe-kernel="k_0" data-fxe-line="(\d+)">', code)
+        assert spans == ["1", "2", "3", "4"] and text(code).rstrip("\n") == source
+    picture = svg_image('<svg width="100pt" height="50pt" viewBox="0 0 100 50"><g class="node"><title>a</title>'
+                        "</g></svg>", alt="g")
+    assert inline_svg(picture, 3) == ('<div data-fxe-record="3"><svg width="133px" viewBox="0 0 100 50">'
+                                      '<g class="node"><title>a</title></g></svg></div>')

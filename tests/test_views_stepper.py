@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from explorer import explore
+from explorer.decisions import verdict_of
 from explorer.views.stepper import STAGES
 from explorer.why import UnknownNode, refusals
 
@@ -73,6 +74,39 @@ def test_the_fusion_tab_lists_refused_pairs_and_answers_from_dropdowns(view):
     controls[("Fusion", "why_a")].value = (0, "sum_1")
     controls[("Fusion", "why_b")].value = (0, "sum_2")
     assert html.escape(str(view.why_fused("sum_1", "sum_2"))) in controls[("Fusion", "why")].value
+
+
+def test_the_decision_log_filters_and_sorts_in_fx_names(view):
+    record = view.session.graphs[0]
+    log = record.schedule.decisions
+    origins = {n.name: n.origins for n in record.loops.nodes}
+    rows = view.decisions()
+    assert [r.number for r in rows] == list(range(1, len(log) + 1))  # unfiltered: the scheduler's order
+    assert [r.verdict for r in rows] == [verdict_of(d) for d in log]
+    assert not any("buf" in r.producer + r.consumer for r in rows)  # FX names, not buffer names
+    # A node's FX name finds every pair it is on either side of.
+    touching = {i for i, d in enumerate(log, 1) if any("sum_1" in origins[n] for n in d.first + d.second)}
+    found = view.decisions(0, "sum_1")
+    assert touching and touching <= {r.number for r in found}
+    assert all("sum_1" in r.producer + r.consumer + r.reason for r in found)
+    refused = view.decisions(0, verdict="refused")
+    assert refused and [r.number for r in refused] == [i for i, d in enumerate(log, 1) if not d.legal]
+    axis = view.decisions(0, "reduction axis", verdict="refused")
+    assert axis and all(r.reason.startswith("reduction axis:") for r in axis)
+    by_bytes = view.decisions(0, sort="bytes saved")
+    assert [r.bytes_saved for r in by_bytes] == sorted((d.bytes_saved for d in log), reverse=True)
+    by_verdict = [r.verdict for r in view.decisions(0, sort="verdict")]
+    assert by_verdict == sorted(by_verdict, key=["fused", "refused", "legal, not taken"].index)
+    with pytest.raises(ValueError, match="verdict"):
+        view.decisions(0, verdict="maybe")
+    # The widget: a filter and a verdict pick the rows the table shows.
+    controls = view.controls
+    controls[("Fusion", "decisions_filter")].value = "mm"
+    controls[("Fusion", "decisions_verdict")].value = "refused"
+    shown = controls[("Fusion", "decisions")].value
+    numbers = [int(n) for n in re.findall(r'<tr><td class="num"[^>]*>(\d+)</td>', shown)]
+    expected = [r.number for r in view.decisions(0, "mm", verdict="refused")]
+    assert expected and numbers == expected and f"{len(expected)} of {len(log)} decisions match" in shown
 
 
 def test_the_stepper_walks_every_stage_in_order_with_counted_changes(view):

@@ -50,6 +50,10 @@ def test_fusion_off_gives_more_kernels_with_the_same_values(view):
     assert row(result, "kernels") == ("kernels", "1", str(after.kernels), f"+{after.kernels - 1}")
     assert row(result, "option fusion") == ("option fusion", "on", "off", "changed")
     assert before.seconds > 0 and after.seconds > 0  # timed beside each other
+    # Peaks measured on this device (the CPU: PyTorch's allocator through torch.profiler), at least the output.
+    assert before.measured_peak >= 8 * 4 * 4 and after.measured_peak >= 8 * 4 * 4
+    assert row(result, "measured peak memory (one call)")[1:3] == (f"{before.measured_peak:,} B",
+                                                                   f"{after.measured_peak:,} B")
     # The session of the explored program is untouched.
     assert view.session.stats["kernel_count"] == 1
 

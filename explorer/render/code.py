@@ -23,30 +23,36 @@ from pygments.lexers import CppLexer, PythonLexer, TextLexer
 _LEXERS = {"cpp": CppLexer, "c++": CppLexer, "triton": PythonLexer, "python": PythonLexer}
 
 
-def highlight_code(source: str, language: str, marked_lines: Sequence[int] = (), quick: bool = False) -> str:
+def highlight_code(source: str, language: str, marked_lines: Sequence[int] = (), quick: bool = False,
+                   line_spans: bool = False) -> str:
     """A <div><pre>...</pre></div> block; `language` is "cpp", "triton", "python" or anything (plain).
     `marked_lines` (1-based) get the style's light yellow background. `quick`: our regular expression
-    even for a short text (one of hundreds in a view)."""
-    return _highlighted(source, language, tuple(marked_lines), quick)
+    even for a short text (one of hundreds in a view). `line_spans`: each line, newline included, in a
+    `<span id="fxe-line-N">` of its own (Pygments' linespans), for the widget that makes lines clickable."""
+    return _highlighted(source, language, tuple(marked_lines), quick, line_spans)
+
+
+LINE_SPAN = "fxe-line"  # the id prefix of `line_spans`
 
 
 # Pygments is most of a large graph's render time, and the same text appears in several tabs (the
 # Stepper repeats the Graph's and the Kernels' artifacts) and again in the widget: highlight it once.
 @lru_cache(maxsize=512)
-def _highlighted(source: str, language: str, marked_lines: tuple[int, ...], quick: bool = False) -> str:
+def _highlighted(source: str, language: str, marked_lines: tuple[int, ...], quick: bool = False,
+                 line_spans: bool = False) -> str:
     language = language.lower()
     if not marked_lines and language in _QUICK and (quick or source.count("\n") >= QUICK_ABOVE_LINES):
-        return _quick_highlighted(source, language)
+        return _quick_highlighted(source, language, line_spans)
     lexer = _LEXERS.get(language.lower(), TextLexer)()
-    return f'<div class="fxe-code">{highlight(source, lexer, _formatter(marked_lines))}</div>'
+    return f'<div class="fxe-code">{highlight(source, lexer, _formatter(marked_lines, line_spans))}</div>'
 
 
 # Making a formatter builds its style sheet: a tenth of a second over a GPT-2's hundreds of short texts.
 @lru_cache(maxsize=16)
-def _formatter(marked_lines: tuple[int, ...]) -> HtmlFormatter:
+def _formatter(marked_lines: tuple[int, ...], line_spans: bool = False) -> HtmlFormatter:
     # noclasses: the colours travel with the markup, into widgets, notebooks and standalone pages alike.
     return HtmlFormatter(noclasses=True, style="default", cssstyles="padding:6px 8px;margin:0",
-                         hl_lines=list(marked_lines))
+                         hl_lines=list(marked_lines), linespans=LINE_SPAN if line_spans else "")
 
 
 # ---- long texts: one regular expression ----------------------------------------------------------------
@@ -67,13 +73,22 @@ _STYLES = {"comment": "color:#3D7B7B;font-style:italic", "preproc": "color:#9C65
            "number": "color:#666666", "keyword": "color:#008000;font-weight:bold"}
 
 
-def _quick_highlighted(source: str, language: str) -> str:
+def _quick_highlighted(source: str, language: str, line_spans: bool = False) -> str:
     pieces, at = [], 0
     for match in _QUICK[language].finditer(source):
         pieces.append(html.escape(source[at:match.start()], quote=False))
-        pieces.append(f'<span style="{_STYLES[match.lastgroup]}">{html.escape(match.group(), quote=False)}</span>')
+        # A comment over several lines is coloured line by line (as Pygments does), so that every line
+        # can sit in a span of its own.
+        style = _STYLES[match.lastgroup]
+        pieces.append("\n".join(f'<span style="{style}">{html.escape(part, quote=False)}</span>'
+                                 for part in match.group().split("\n")))
         at = match.end()
     pieces.append(html.escape(source[at:], quote=False))
+    text = "".join(pieces)
+    if line_spans:
+        lines = text.split("\n")
+        text = "".join(f'<span id="{LINE_SPAN}-{i}">{line}' + ("\n" if i < len(lines) else "") + "</span>"
+                       for i, line in enumerate(lines, 1) if line or i < len(lines))
     # The markup Pygments' HtmlFormatter gives (highlight_code's other path), so both look the same.
     return ('<div class="fxe-code"><div class="highlight" style="background: #f8f8f8; padding:6px 8px;margin:0">'
-            f'<pre style="line-height: 125%;">{"".join(pieces)}</pre></div></div>')
+            f'<pre style="line-height: 125%;">{text}</pre></div></div>')

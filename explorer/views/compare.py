@@ -68,7 +68,7 @@ def render(exp: Exploration) -> str:
                 '<code>explore(fn, *args, compare="inductor")</code>, <code>%%fcompile --compare inductor</code> '
                 "or <code>python -m explorer report ... --compare inductor</code>: torch.compile (Inductor) then "
                 "compiles the same program, and its kernels show here beside ours.</p>")
-    parts = [table(["", "ours", "Inductor"], model.rows, numeric=(1, 2))]
+    parts = [table(["what", "ours", "Inductor"], model.rows, numeric=(1, 2))]
     parts += [message(n, "fxe-note") for n in model.notes]
     if model.inductor or model.ours:
         parts.append('<p class="fxe-note">Kernels in the order each program defines them; long lines scroll inside '

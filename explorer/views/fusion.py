@@ -9,11 +9,11 @@ computes, so each kernel can be drawn as a cluster around its source ops.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 from compiler_core.session import GraphRecord
 from explorer.collapse import COLLAPSE_ABOVE, Drawing, kernel_boxes, kernel_stacks, open_largest
+from explorer.decisions import decision_rows, decision_table, fx_names
 from explorer.exploration import Exploration
 from explorer.hierarchy import ModuleGroup, NodeRow, common_stack, module_tree, node_rows, recorded_stack
 from explorer.printed import printed
@@ -66,15 +66,9 @@ def render_record(record: GraphRecord, title: str) -> str:
               rows, numeric=(2,)),
     ]
     if schedule.decisions:
-        # A 12-layer GPT-2's 3,000-4,700 decisions per graph give about 400 distinct reasons: each translated once.
-        reasons = {reason: in_fx_names(reason, names) for reason in {d.reason for d in schedule.decisions}}
-        decision_rows = [(_side(d.first, names), _side(d.second, names),
-                          Markup('<span class="fxe-good">fused</span>') if d.accepted
-                          else ("legal, not taken" if d.legal else Markup('<span class="fxe-bad">refused</span>')),
-                          reasons[d.reason], d.bytes_saved) for d in schedule.decisions]
-        parts.append(details(f"{len(schedule.decisions)} fusion decisions (every pair considered, with the reason)",
-                             table(["producer side", "consumer side", "verdict", "reason", "bytes saved"],
-                                   decision_rows, numeric=(4,))))
+        # Every row, in the scheduler's order: the widget filters and sorts them (explorer/decisions.py).
+        parts.append(details(f"{len(schedule.decisions)} fusion decisions (every pair considered, with the reason; "
+                             "the widget filters and sorts them)", decision_table(decision_rows(record))))
     refused = refusals(record)
     if refused:
         rows = [(Markup(f"<code>{esc(r.a)}</code>"), Markup(f"<code>{esc(r.b)}</code>"), ", ".join(r.kernels_a),
@@ -146,52 +140,8 @@ def kernel_outline_html(tree: ModuleGroup) -> str:
     return "".join(parts)
 
 
-def fx_names(loops) -> dict[str, str]:
-    """Loop node (and its buffer) name -> the FX names the graph shows for it; a node that is one of
-    several computing the same FX node (var's mean and variance) gets its part number: `var (2/4)`.
-    Asked once per fusion decision (hundreds in a large graph): made once per loop graph."""
-    kept = _FX_NAMES.get(id(loops))
-    if kept is not None and kept[0] is loops:
-        return kept[1]
-    names = _fx_names_of(loops)
-    if len(_FX_NAMES) >= 32:
-        _FX_NAMES.clear()
-    _FX_NAMES[id(loops)] = (loops, names)
-    return names
-
-
-_FX_NAMES: dict[int, tuple] = {}  # id(loop graph) -> (the loop graph, its names): loop graphs are not hashable
-
-
-def _fx_names_of(loops) -> dict[str, str]:
-    by_origin: dict[tuple, list[str]] = {}
-    for node in loops.nodes:
-        by_origin.setdefault(node.origins, []).append(node.name)
-    names = {}
-    for origins, nodes in by_origin.items():
-        label = ", ".join(origins) or "?"
-        for i, node in enumerate(nodes, 1):
-            names[node] = label if len(nodes) == 1 else f"{label} ({i}/{len(nodes)})"
-    for node in loops.nodes:
-        for extra in node.extra_outputs:
-            names[extra.name] = names[node.name]
-    return names
-
-
-def in_fx_names(text: str, names: dict[str, str]) -> str:
-    """`text` (a scheduler's reason, which names loop nodes: buf3) with the FX names the graph shows
-    (sum_2) in their place; `names` from fx_names."""
-    return re.sub(r"\b[A-Za-z_]\w*\b", lambda m: names.get(m.group(0), m.group(0)), text)
-
-
 def _names(buffers, names: dict[str, str]) -> str:
     return ", ".join(names.get(b, b) for b in buffers) or "-"
-
-
-def _side(nodes, names: dict[str, str]) -> Markup:
-    """One side of a fusion decision in FX names, the loop node names kept as a tooltip."""
-    label = " + ".join(dict.fromkeys(names.get(n, n) for n in nodes))
-    return Markup(f'<span title="{esc(" + ".join(nodes))}">{esc(label)}</span>')
 
 
 def group_kind(record: GraphRecord, group) -> str:

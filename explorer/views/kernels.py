@@ -1,20 +1,22 @@
 """Kernels view: the generated source of every kernel, for each backend that was asked for, each line
 annotated with the FX nodes it computes, and each kernel's FX nodes with the user's Python line.
 
-The widget (explorer/view.py) adds provenance both ways: pick an FX node and see its kernels with
-the lines that compute it highlighted (`node_html`); pick a generated line and see its FX nodes and
-the Python lines they came from (`line_html`).
+The widget (explorer/view.py) adds provenance both ways: pick an FX node (click it in the graph
+picture, or pick it from a list) and see its kernels with the lines that compute it highlighted
+(`node_html`); click a generated line (or pick it) and see its FX nodes and the Python lines they
+came from (`line_html`).
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Sequence
 
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.runtime.artifacts import KernelCheck
 from compiler_core.schedule.plan_passes import describe_passes
 from explorer.exploration import Exploration
 from explorer.provenance import NodeOrigin, Provenance, provenance
+from explorer.render.clickable import clickable_code, clickable_node
 from explorer.render.code import highlight_code
 from explorer.render.html import Markup, details, esc, message, plural, table
 
@@ -22,7 +24,9 @@ BACKEND_TITLES = {"cpp": "C++ / OpenMP (CPU)", "triton": "Triton"}
 FOLD_ABOVE = 8  # more kernels than this: each folded in a <details>, so the tab is a list, not one long column
 
 
-def render(exp: Exploration) -> str:
+def render(exp: Exploration, clickable: bool = False) -> str:
+    """The tab's HTML; `clickable`: every kernel line an element a click picks (the widget's body; see
+    explorer/render/clickable.py), the static views keep plain highlighted text."""
     parts = []
     prov = provenance(exp)
     backends = list(dict.fromkeys([exp.backend, *exp.kernels, *exp.kernel_notes]))
@@ -48,7 +52,7 @@ def render(exp: Exploration) -> str:
         # The quick highlighter colours the same keywords, numbers and comments; the picker uses Pygments.
         quick = len(kernels) > FOLD_ABOVE
         for kernel in kernels:
-            shown = render_kernel(kernel, checks.get(kernel.name), prov, quick=quick)
+            shown = render_kernel(kernel, checks.get(kernel.name), prov, quick=quick, clickable=clickable)
             parts.append(details(f"{kernel.name}: {kernel_summary(kernel)}", shown) if len(kernels) > FOLD_ABOVE
                          else shown)
         if backend == exp.backend:
@@ -67,7 +71,7 @@ def kernel_summary(kernel: KernelSource) -> str:
 
 
 def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, prov: Optional[Provenance] = None,
-                  quick: bool = False) -> str:
+                  quick: bool = False, clickable: bool = False) -> str:
     facts = [f"{kernel.kind} kernel", f"computes {', '.join(kernel.origins) or '-'}"]
     if kernel.grid:
         facts.append(f"grid {kernel.grid}")
@@ -83,7 +87,7 @@ def render_kernel(kernel: KernelSource, check: Optional[KernelCheck] = None, pro
                     highlight_code(kernel.plan.pretty(), "plain")) if kernel.plan is not None else "")
     return (f"<h4>{esc(kernel.name)}</h4><p class=\"fxe-note\">{esc('; '.join(facts))}</p>"
             + (_check_line(check) if check is not None else "")
-            + highlight_code(kernel.source, kernel.backend, quick=quick)
+            + _source(kernel, kernel.backend, clickable=clickable, quick=quick)
             + annotated + plan + passes_html(kernel) + (_origins_table(kernel, prov) if prov is not None else ""))
 
 
@@ -121,9 +125,17 @@ def _origin(prov: Provenance, record: Optional[int], name: str) -> Optional[Node
         return None
 
 
-def node_html(prov: Provenance, record: int, name: str) -> str:
+def _source(kernel: KernelSource, backend: str, marked: Sequence[int] = (), clickable: bool = False,
+            quick: bool = False) -> str:
+    if clickable:
+        return clickable_code(kernel.source, kernel.backend, backend, kernel.name, marked, quick=quick)
+    return highlight_code(kernel.source, kernel.backend, marked, quick=quick)
+
+
+def node_html(prov: Provenance, record: int, name: str, clickable: bool = False) -> str:
     """FX node `name` of record `record`: its user line, and each kernel computing it (for every backend
-    shown) with those lines highlighted; an extern call says it has no generated source."""
+    shown) with those lines highlighted; an extern call says it has no generated source. `clickable`:
+    the kernels' lines can be clicked (the widget's answer)."""
     origin = prov.node(record, name)
     parts = [f"<p><code>{esc(origin.node)}</code> ({esc(origin.target)}, {esc(origin.graph)}): "
              f"{esc(origin.where)}</p>"]
@@ -135,21 +147,23 @@ def node_html(prov: Provenance, record: int, name: str) -> str:
             kernel = prov.kernel(backend, kernel_name)
             where = f"lines {', '.join(map(str, lines))}" if lines else "no single line (its values are inlined)"
             parts.append(f"<h4>{esc(kernel_name)} ({esc(BACKEND_TITLES.get(backend, backend))}): {esc(where)}</h4>"
-                         + highlight_code(kernel.source, backend, lines))
+                         + _source(kernel, backend, lines, clickable))
     if not origin.extern and len(parts) == 1:
         parts.append('<p class="fxe-note">No kernel computes it here (a view, or a graph that ran in eager).</p>')
     return "".join(parts)
 
 
-def line_html(prov: Provenance, backend: str, kernel_name: str, line: int) -> str:
-    """Line `line` of a kernel: its FX nodes and the user's line each came from, the line highlighted."""
+def line_html(prov: Provenance, backend: str, kernel_name: str, line: int, clickable: bool = False) -> str:
+    """Line `line` of a kernel: its FX nodes and the user's line each came from, the line highlighted.
+    `clickable`: the FX nodes and the kernel's lines can be clicked (the widget's answer)."""
     found = prov.at(backend, kernel_name, line)
     kernel = prov.kernel(backend, kernel_name)
-    rows = [(Markup(f"<code>{esc(o.node)}</code>"), o.target, o.where) for o in found.nodes]
+    rows = [(Markup(clickable_node(o.record, o.node) if clickable else f"<code>{esc(o.node)}</code>"), o.target,
+             o.where) for o in found.nodes]
     summary = (f"<p>{esc(kernel_name)} line {line}: <code>{esc(found.code.strip())}</code> computes "
                f"{esc(', '.join(o.node for o in found.nodes) or 'nothing of the graph (loop or setup)')}</p>")
     return (summary + (table(["FX node", "op", "your code"], rows) if rows else "")
-            + highlight_code(kernel.source, backend, [line]))
+            + _source(kernel, backend, [line], clickable))
 
 
 def _checks(exp: Exploration) -> dict[str, KernelCheck]:

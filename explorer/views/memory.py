@@ -93,10 +93,14 @@ def render(exp: Exploration) -> str:
     parts = []
     measured = exp.measured
     if measured is not None and measured.peak_bytes is not None:
+        source = ("torch.cuda.max_memory_allocated" if measured.device == "cuda"
+                  else "PyTorch's CPU allocator, every allocation and free as torch.profiler reports them")
         peak = f"measured peak of one call of the whole program: <b>{measured.peak_bytes:,} bytes</b> " \
-               "(torch.cuda.max_memory_allocated above the level before the call, outputs included)"
+               f"allocated above the level before the call, outputs included ({source})"
+    elif measured is None:
+        peak = "measured peak: not measured (repeats=0)"
     else:
-        peak = "measured peak: not measured (PyTorch reports allocator peaks on CUDA only)"
+        peak = "measured peak: not measured (this PyTorch's profiler reported no allocations)"
     parts.append(f"<p>Rows are storages, x is the step of the host program (one kernel or extern call each). "
                  f"A storage the planner hands on keeps its row; the buffers that take it in turn have different "
                  f"colours. Hatched: held past the end (a graph output). {peak}.</p>")

@@ -24,11 +24,10 @@ from torch.utils._pytree import tree_leaves
 import compiler_core as cc
 from compiler_core.analysis.traffic import fused_graph_bytes
 from compiler_core.api import MODES, Options
-from compiler_core.bench.timing import peak_cuda_bytes
 from compiler_core.compare.inductor import private_copy
 from compiler_core.runtime.check import compare
 from compiler_core.session import CompileSession
-from explorer.exploration import Exploration, Program, session_backend, training_step
+from explorer.exploration import Exploration, Program, measured_peak_bytes, session_backend, training_step
 from explorer.measuring import TimingResult, time_programs
 from explorer.render.html import esc, message, table
 
@@ -48,7 +47,7 @@ class Figures:
     fallback_graphs: int  # graphs that ran in eager PyTorch
     bytes_moved: int  # planned: bytes our kernels and extern calls read and write, every graph (backward too)
     planned_peak: int  # the memory plan's peak bytes, largest over the graphs
-    measured_peak: Optional[int] = None  # CUDA: allocated above the start during one call
+    measured_peak: Optional[int] = None  # allocated above the start during one call (measured_peak_bytes)
     seconds: Optional[float] = None  # median seconds per call (None: not timed)
 
 
@@ -74,7 +73,7 @@ class WhatIf:
                                   ("graphs run in eager", b.fallback_graphs, a.fallback_graphs, ""),
                                   ("bytes moved (planned)", b.bytes_moved, a.bytes_moved, "B"),
                                   ("planned peak memory (largest graph)", b.planned_peak, a.planned_peak, "B"),
-                                  ("measured peak memory (CUDA)", b.measured_peak, a.measured_peak, "B"),
+                                  ("measured peak memory (one call)", b.measured_peak, a.measured_peak, "B"),
                                   ("time per call (median)", b.seconds, a.seconds, "s")):
             if x is not None or y is not None:
                 rows.append((label, _amount(x, unit), _amount(y, unit), _change(x, y, unit)))
@@ -158,7 +157,7 @@ def what_if(exp: Exploration, repeats: int = 5, **changes: Any) -> WhatIf:
                                 "what-if": lambda: run(*args)}, device, repeats, recheck=False)
 
     def figures(s: CompileSession, name: str, fn: Callable) -> Figures:
-        peak = peak_cuda_bytes(lambda: fn(*program.args)) if device == "cuda" else None
+        peak = measured_peak_bytes(lambda: fn(*program.args), device)
         return _figures(s, peak, timing.median(name) if timing is not None else None)
 
     return WhatIf(before, after, figures(exp.session, "ours", program.run), figures(session, "what-if", run),
@@ -221,7 +220,7 @@ def result_html(result: WhatIf) -> str:
     if result.timing is not None and result.timing.noisy:
         noisy = f'<p class="fxe-note">Timing noisy: {esc("; ".join(result.timing.reasons))}.</p>'
     notes = "".join(f'<p class="fxe-note">{esc(m)}</p>' for m in result.session.messages)
-    return verdict + table(["", "before", "after", "change"], result.rows()) + noisy + notes
+    return verdict + table(["option or figure", "before", "after", "change"], result.rows()) + noisy + notes
 
 
 def _show(value: Any) -> str:
