@@ -19,9 +19,10 @@ from typing import Optional
 import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
-from compiler_core.ir.index import Index, floordiv, linear_index, mod
+from compiler_core.ir.index import Index, Var, floordiv, linear_index, mod
 from compiler_core.ir.values import (
     Constant,
+    IndexValue,
     Load,
     Op,
     ReductionResult,
@@ -304,6 +305,12 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
 
     resolved: dict[Load, Value] = {}  # each (buffer, index) is inlined once, however often it is read
+    spans = _spans(graph)
+
+    def in_bounds(load: Load) -> bool:
+        """Whether `load` reads only elements its buffer's layout holds, at every point of the space."""
+        reach, span = load.index.bounds(ranges), spans.get(load.buffer)
+        return reach is not None and span is not None and span[0] <= reach[0] and reach[1] <= span[1]
 
     def resolve(value: Value, depth: int = 0) -> Value:
         if depth > 120:
@@ -328,10 +335,12 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                                     f"at this row's result {store}: the rows of the two do not line up")
                 return ReductionResult(producer.name, producer.body.dtype)
             # Pointwise producer: recompute it here, at the element this load asks for.
-            key = (producer.name, v.index, space)
+            key = (producer.name, v.index, v.mask, space)
             body = recomputed.get(key) if recomputed is not None else None
             if body is None:
                 mapping = invert_layout(producer, v.index, ranges)
+                if v.mask is not None and _divides(mapping):
+                    mapping = invert_where_masked(producer, v.index, ranges, v.mask) or mapping
                 # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
                 body = subs_index(with_origins(producer.body, producer.origins), mapping, ranges)
                 if recomputed is not None:
@@ -340,7 +349,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
                 return resolve(body, depth + 1)
             # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
             # its loads must not happen either; the value there is 0, as the masked load gives.
-            body = resolve(_masked_loads(body, v.mask), depth + 1)
+            body = resolve(_masked_loads(body, v.mask, in_bounds), depth + 1)
             return Op("where", (v.mask, body, Constant(_zero(body.dtype), body.dtype)), body.dtype, producer.origins)
 
         return rebuild(value, leaf)
@@ -435,10 +444,13 @@ def segmented_plan(name: str, segments: list[KernelPlan]) -> KernelPlan:
                       arguments=(*inputs, *outputs), segments=tuple(renamed))
 
 
-def _masked_loads(value: Value, mask: Value) -> Value:
-    """Every load in `value` also guarded by `mask`."""
+def _masked_loads(value: Value, mask: Value, in_bounds=lambda load: False) -> Value:
+    """Every load in `value` also guarded by `mask`, except plain loads `in_bounds` says are inside
+    their buffer everywhere (a padded read's per-channel batch-norm scale): those read a real element
+    wherever they run, the caller's `where(mask, ...)` discards it outside the mask, and the same load
+    under the nine masks of a 3x3 window is one load, not nine."""
     def leaf(v: Value) -> Value:
-        if not isinstance(v, Load):
+        if not isinstance(v, Load) or (v.mask is None and not v.indirect and in_bounds(v)):
             return v
         both = mask if v.mask is None else Op("logical_and", (mask, v.mask), torch.bool)
         return dataclasses.replace(v, mask=both)
@@ -467,6 +479,79 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
         q = floordiv(offset - layout.offset, stride, ranges)
         mapping[f"x{d}"] = q if rank == 0 else mod(q, size, ranges)
     return mapping
+
+
+def _spans(graph: LoopGraph) -> dict[str, tuple[int, int]]:
+    """Buffer -> the lowest and highest element offsets its layout addresses."""
+    out = {}
+    for b in (*graph.inputs, *(o for n in graph.nodes for o in (n.output, *n.extra_outputs))):
+        lay = b.layout
+        if any(size == 0 for size in lay.size):
+            continue  # no element: nothing is in bounds
+        reach = [(size - 1) * stride for size, stride in zip(lay.size, lay.stride)]
+        out[b.name] = (lay.offset + sum(r for r in reach if r < 0), lay.offset + sum(r for r in reach if r > 0))
+    return out
+
+
+def _divides(mapping: dict[str, Index]) -> bool:
+    return any(not isinstance(atom, Var) for m in mapping.values() for atom, _ in m.terms)
+
+
+def invert_where_masked(producer: LoopNode, offset: Index, ranges: dict[str, int],
+                        mask: Value) -> Optional[dict[str, Index]]:
+    """invert_layout for a read that happens only where `mask` holds, affine where that makes it so.
+
+    A padded read (max pooling's window over a zero- or -inf-padded input, a convolution's halo)
+    reaches its producer at `(2*x2 - 1)*W + 2*x3 - 1`: over the loop's whole range the row and column
+    parts go negative, so the producer's channel is a floor division with a carry
+    (`((x1 + (x2 + 15)//16 + 15) % 16)`), printed per load. Where the mask holds (`2*x2 >= 1`,
+    `2*x3 >= 1`), no part goes negative and the channel is x1. The mask's bounds on single loop
+    variables shift those variables to start at 0, the layout is inverted over the narrower ranges,
+    and the shift is undone; the result is used only if it has no division left. Exact wherever the
+    mask holds, and the inlined loads read nothing where it does not (they take the mask)."""
+    low = {name: 0 for name in ranges}
+    high = dict(ranges)  # exclusive
+    flipped = {"ge": "le", "gt": "lt", "lt": "gt", "le": "ge"}
+    for expr, op, bound in _bounds_in(mask):
+        ((atom, coef),) = expr.terms
+        if not isinstance(atom, Var) or atom.name not in ranges:
+            continue
+        limit = bound - expr.const  # coef * x (op) limit
+        if coef < 0:
+            coef, limit, op = -coef, -limit, flipped[op]
+        n = atom.name
+        if op == "ge":
+            low[n] = max(low[n], -(-limit // coef))
+        elif op == "gt":
+            low[n] = max(low[n], limit // coef + 1)
+        elif op == "lt":
+            high[n] = min(high[n], -(-limit // coef))
+        else:
+            high[n] = min(high[n], limit // coef + 1)
+    shifted = {n for n in ranges if low[n] > 0 or high[n] < ranges[n]}
+    if not shifted or any(high[n] <= low[n] for n in shifted):
+        return None
+    narrow = {n: (high[n] - low[n] if n in shifted else r) for n, r in ranges.items()}
+    there = offset.subs({n: Index.var(n) + low[n] for n in shifted if low[n]})
+    mapping = invert_layout(producer, there, narrow)
+    if _divides(mapping):
+        return None
+    back = {n: Index.var(n) - low[n] for n in shifted if low[n]}
+    return {k: m.subs(back) for k, m in mapping.items()}
+
+
+def _bounds_in(mask: Value):
+    """(expr, op, bound) for each `IndexValue(expr) op Constant(bound)` in a conjunction of such
+    comparisons (pad and cat masks), expr with one term; other conjuncts say nothing here."""
+    stack = [mask]
+    while stack:
+        v = stack.pop()
+        if isinstance(v, Op) and v.op == "logical_and":
+            stack.extend(v.args)
+        elif (isinstance(v, Op) and v.op in ("ge", "gt", "lt", "le") and len(v.args) == 2
+              and isinstance(v.args[0], IndexValue) and isinstance(v.args[1], Constant)
+              and len(v.args[0].index.terms) == 1 and isinstance(v.args[1].value, int)):
+            yield v.args[0].index, v.op, v.args[1].value
 
 
 # ---- writing an output over a dying input -------------------------------------------------
