@@ -200,7 +200,10 @@ def refusals(record: GraphRecord) -> list[Refusal]:
     kernel_of = schedule.kernel_of()
     last: dict[tuple[str, str], FusionDecision] = {}
     for d in schedule.decisions:
+        # A loop node a rewrite removed before scheduling (a gather's producer, recomputed where it is
+        # read: schedule/gather_inline.py) is named in its note but has no edges left.
         edges = [(p, r) for side, other in ((d.first, d.second), (d.second, d.first)) for r in other
+                 if r in by_name
                  for buf in by_name[r].input_buffers if (p := getattr(producer.get(buf), "name", None)) in side]
         for p, r in edges or [(d.first[0], d.second[0])]:  # no edge: siblings reading one buffer
             last[(p, r)] = d

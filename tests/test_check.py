@@ -229,3 +229,20 @@ def test_user_frame_and_pretty():
                         "graph 0 (forward)", "sigmoid")
     assert check.pretty() == ("FAIL fused_sigmoid_mul_0 (sigmoid, mul): max abs error 0.75, first wrong node "
                               "sigmoid  # model.py:3 in f: y = x")
+
+
+def test_user_frame_skips_fcompiles_own_wrapper_of_a_module_call():
+    import compiler_core.api as api
+
+    wrapper = f'  File "{api.__file__}", line 353, in call_M_0\n    return fn(*args, **kwargs)\n'
+    user = '  File "/home/me/model.py", line 7, in forward\n    y = self.fc(x)\n'
+    assert user_frame(wrapper + user) == "/home/me/model.py:7 in forward: y = self.fc(x)"
+    # An nn.Sequential of torch layers: Dynamo drops torch's frames, only the wrapper is left: no user line.
+    assert user_frame(wrapper) == ""
+
+    from explorer.exploration import explore_function
+    from explorer.provenance import provenance
+
+    model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
+    lines = [o.user_line for o in provenance(explore_function(model, (torch.randn(2, 4),), backend="cpp")).nodes]
+    assert lines and not any("api.py" in line or "compiled_module.py" in line for line in lines), lines

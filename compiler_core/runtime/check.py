@@ -17,6 +17,7 @@ evaluated from its own arguments in turn, back to the graph inputs if need be.
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -252,10 +253,18 @@ def node_source_line(node: torch.fx.Node, dynamo_graph: Optional[torch.fx.GraphM
     return ""
 
 
+# fcompile's call wrappers: a compiled module's trace starts in one (api.py's `return fn(...)`).
+_WRAPPERS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), name)
+                  for name in ("api.py", "compiled_module.py"))
+
+
 def user_frame(stack_trace: Optional[str]) -> str:
-    """The last frame of an FX stack trace (Dynamo keeps only the user's frames), as
-    `file:line in function: code`."""
-    frames = _FRAME.findall(stack_trace or "")
+    """The last frame of an FX stack trace that is the user's, as `file:line in function: code`.
+    Dynamo keeps the user's frames and drops torch's, but the outermost frame of a compiled module
+    is fcompile's wrapper: where the user wrote no code (an `nn.Sequential` of torch layers) that
+    frame is all there is, and it is nobody's line to show."""
+    frames = [f for f in _FRAME.findall(stack_trace or "")
+              if os.path.abspath(f[0]) not in _WRAPPERS]
     if not frames:
         return ""
     file, line, function, code = frames[-1]

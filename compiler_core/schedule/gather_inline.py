@@ -159,11 +159,13 @@ def _without_dead(nodes: list[LoopNode], candidates: set[str], outputs: set[str]
 
 def _note(producer: LoopNode, readers: list[str], removed: bool) -> FusionDecision:
     where = ", ".join(readers)
+    # The producer's own FX names: once it is gone from the loop graph, nothing else maps it to them.
+    what = f"{producer.name} ({', '.join(producer.origins)})" if producer.origins else producer.name
     if removed:
-        reason = (f"gather: {where} reads {producer.name}'s inputs at the gathered positions, so "
+        reason = (f"gather: {where} reads the inputs of {what} at the gathered positions, so "
                   f"{producer.name} ({producer.output.nbytes:,} bytes) is never stored")
     else:
-        reason = (f"gather: {where} reads {producer.name}'s inputs at the gathered positions; "
+        reason = (f"gather: {where} reads the inputs of {what} at the gathered positions; "
                   f"{producer.name} is still stored for its other readers")
     saved = producer.output.nbytes if removed else 0
     return FusionDecision((producer.name,), tuple(readers), True, True, reason, saved)
