@@ -96,6 +96,10 @@ def test_the_choices():
         plain = _traced(nn.Sequential(nn.Conv2d(4, 8, 3), nn.ReLU()).eval(), torch.randn(1, 4, 8, 8))
         linear = _traced(nn.Linear(4, 4).eval(), torch.randn(2, 4))
     assert "only on request" in choose_conv_layout(plain, "auto").reason
+    with torch.no_grad():
+        again = _traced(nn.Sequential(nn.Conv2d(4, 8, 3), nn.ReLU()).eval(), torch.randn(1, 4, 8, 8))
+    on_cpu = choose_conv_layout(again, "auto", on_cpu_inference=True)
+    assert on_cpu.channels_last and "auto: channels-last on the CPU" in on_cpu.reason
     assert "as_traced" in choose_conv_layout(plain, "as_traced").reason
     assert "no 2-d convolution" in choose_conv_layout(linear, "channels_last").reason
     decision = choose_conv_layout(plain, "channels_last")
