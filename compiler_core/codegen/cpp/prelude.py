@@ -95,18 +95,39 @@ template <typename T> static inline T sign(T a) {
 // (libm's erff does not vectorise; libmvec's is 3x slower). Two polynomials fitted in double
 // precision: erf(x) = x*PA(x^2) for |x| <= 1 (least squares, degree 5 in x^2), and a degree-12
 // Chebyshev fit of erf on [1, 4] in u = (|x| - 2.5)/1.5; past 4, erf is +-1 in float.
-// Measured against erf in double over [-6, 6] and tiny |x|: max abs error 1.3e-7.
+// Horner steps as explicit fused multiply-adds: the kernels build with -ffp-contract=off (the same
+// rounding in vector and scalar loops), which would otherwise split each step in two; std::fma is one
+// instruction under -march=native and rounds identically in both loops. GELU over 1024x2048 on one
+// core: 1.24 ms with separate multiplies and adds, 0.77 ms with fma (copy: 0.20 ms).
+// Measured against erf in double over [-6, 6] and tiny |x|: max abs error 1.5e-7, relative 1.0e-7
+// for tiny |x|; erf(-0) = -0, NaN stays NaN.
 static inline float erf_f32(float x) {
   const float ax = std::fabs(x);
   const float s = x * x;
-  const float small = x * (((((-5.696634526e-04f * s + 4.934501048e-03f) * s + -2.672697577e-02f) * s
-                              + 1.128078851e-01f) * s + -3.761241467e-01f) * s + 1.128379150e+00f);
+  float p = -5.696634526e-04f;
+  p = std::fma(p, s, 4.934501048e-03f);
+  p = std::fma(p, s, -2.672697577e-02f);
+  p = std::fma(p, s, 1.128078851e-01f);
+  p = std::fma(p, s, -3.761241467e-01f);
+  p = std::fma(p, s, 1.128379150e+00f);
+  const float small = x * p;
   const float u = ((ax < 4.0f ? ax : 4.0f) - 2.5f) * (1.0f / 1.5f);
-  const float mid = ((((((((((((-1.129996359e-03f * u + 1.851572642e-03f) * u + 3.426040101e-03f) * u
-      + -1.079767318e-02f) * u + 7.483686962e-03f) * u + 9.810802527e-03f) * u + -3.216435445e-02f) * u
-      + 4.632206392e-02f) * u + -4.360219006e-02f) * u + 2.819584621e-02f) * u + -1.225590855e-02f) * u
-      + 3.266968930e-03f) * u + 9.995930794e-01f);
-  const float large = std::copysign(ax < 4.0f ? (mid < 1.0f ? mid : 1.0f) : 1.0f, x);
+  // Written out step by step: a loop over an initializer list of the coefficients stopped GCC from
+  // vectorising the caller (GELU 10x slower).
+  float m = -1.129996359e-03f;
+  m = std::fma(m, u, 1.851572642e-03f);
+  m = std::fma(m, u, 3.426040101e-03f);
+  m = std::fma(m, u, -1.079767318e-02f);
+  m = std::fma(m, u, 7.483686962e-03f);
+  m = std::fma(m, u, 9.810802527e-03f);
+  m = std::fma(m, u, -3.216435445e-02f);
+  m = std::fma(m, u, 4.632206392e-02f);
+  m = std::fma(m, u, -4.360219006e-02f);
+  m = std::fma(m, u, 2.819584621e-02f);
+  m = std::fma(m, u, -1.225590855e-02f);
+  m = std::fma(m, u, 3.266968930e-03f);
+  m = std::fma(m, u, 9.995930794e-01f);
+  const float large = std::copysign(ax < 4.0f ? (m < 1.0f ? m : 1.0f) : 1.0f, x);
   const float result = ax <= 1.0f ? small : large;
   return x != x ? x : result;
 }
