@@ -193,6 +193,19 @@ class LoopGraph:
         # A lookup per name, not a scan: the scheduler and codegen ask for nodes by name in loops.
         return {n.name: n for n in self.nodes}
 
+    @cached_property
+    def element_spans(self) -> dict[str, tuple[int, int]]:
+        """Buffer -> the lowest and highest element offsets its layout addresses (buffers with no
+        element are left out). Asked for by every candidate kernel plan: computed once per graph."""
+        out = {}
+        for b in (*self.inputs, *(o for n in self.nodes for o in (n.output, *n.extra_outputs))):
+            lay = b.layout
+            if any(size == 0 for size in lay.size):
+                continue
+            reach = [(size - 1) * stride for size, stride in zip(lay.size, lay.stride)]
+            out[b.name] = (lay.offset + sum(r for r in reach if r < 0), lay.offset + sum(r for r in reach if r > 0))
+        return out
+
     def producers(self) -> dict[str, LoopNode]:
         out = {}
         for n in self.nodes:

@@ -305,11 +305,9 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
 
     resolved: dict[Load, Value] = {}  # each (buffer, index) is inlined once, however often it is read
-    spans = _spans(graph)
-
     def in_bounds(load: Load) -> bool:
         """Whether `load` reads only elements its buffer's layout holds, at every point of the space."""
-        reach, span = load.index.bounds(ranges), spans.get(load.buffer)
+        reach, span = load.index.bounds(ranges), graph.element_spans.get(load.buffer)
         return reach is not None and span is not None and span[0] <= reach[0] and reach[1] <= span[1]
 
     def resolve(value: Value, depth: int = 0) -> Value:
@@ -479,18 +477,6 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
         q = floordiv(offset - layout.offset, stride, ranges)
         mapping[f"x{d}"] = q if rank == 0 else mod(q, size, ranges)
     return mapping
-
-
-def _spans(graph: LoopGraph) -> dict[str, tuple[int, int]]:
-    """Buffer -> the lowest and highest element offsets its layout addresses."""
-    out = {}
-    for b in (*graph.inputs, *(o for n in graph.nodes for o in (n.output, *n.extra_outputs))):
-        lay = b.layout
-        if any(size == 0 for size in lay.size):
-            continue  # no element: nothing is in bounds
-        reach = [(size - 1) * stride for size, stride in zip(lay.size, lay.stride)]
-        out[b.name] = (lay.offset + sum(r for r in reach if r < 0), lay.offset + sum(r for r in reach if r > 0))
-    return out
 
 
 def _divides(mapping: dict[str, Index]) -> bool:
