@@ -382,8 +382,7 @@ def online_softmax(plan: KernelPlan) -> KernelPlan:
     Eager's values at the edges are kept: a row of -inf (M = -inf) sums to NaN, NaN propagates. Triton
     only (the C++ backend's rows sit in cache); not for split reductions (their partials take one pass
     each) nor column reductions."""
-    if (not plan.is_reduction or plan.columns or plan.split > 1 or plan.segments
-            or next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK):
+    if not _loops_over_long_rows(plan):
         return plan
     maxima = {s.node: s for s in plan.steps if s.scope == "full" and s.reduction_type == "amax"
               and s.value.dtype in (torch.float32, torch.float64)}
@@ -397,18 +396,37 @@ def online_softmax(plan: KernelPlan) -> KernelPlan:
         peak = maxima[shifted[1]]
         candidate = steps[:i] + [dataclasses.replace(step, value=peak.value, reduction_type="sumexp",
                                                      online_max=peak.node)] + steps[i + 1:]
-        trial = dataclasses.replace(plan, steps=tuple(candidate))
-        if any(step.node in {s.node for s in group} and peak.node in {s.node for s in group}
-               for kind, group in trial.phases() if kind == "loop"):  # one pass holds both: keep it
+        if _one_pass_holds(plan, candidate, peak.node, step.node):
             steps = candidate
             merged.append((peak.node, step.node))
+    return _merged_passes(plan, steps, merged, "online softmax", "running max, rescaled sum")
+
+
+# ---- shared by the one-pass rewrites (online softmax, Welford) ----------------------------------
+def _loops_over_long_rows(plan: KernelPlan) -> bool:
+    """A row reduction that loops over its row in pieces: longer than a block's registers, not split
+    into partials (each takes one pass anyway) and not over columns."""
+    return (plan.is_reduction and not plan.columns and plan.split <= 1 and not plan.segments
+            and next_pow2(plan.rnumel) > PERSISTENT_MAX_RBLOCK)
+
+
+def _one_pass_holds(plan: KernelPlan, candidate: list, first: str, second: str) -> bool:
+    """Whether, with `candidate` steps, one loop over the row computes both `first` and `second`."""
+    trial = dataclasses.replace(plan, steps=tuple(candidate))
+    return any(first in nodes and second in nodes
+               for nodes in ({s.node for s in group} for kind, group in trial.phases() if kind == "loop"))
+
+
+def _merged_passes(plan: KernelPlan, steps: list, merged: list[tuple[str, str]], name: str, how: str) -> KernelPlan:
+    """`plan` with `steps` and a note naming the merged pairs and the passes over memory before and
+    after; `plan` itself when nothing merged."""
     if not merged:
         return plan
     passes_before = sum(1 for kind, _ in plan.phases() if kind == "loop")
     out = dataclasses.replace(plan, steps=tuple(steps))
     passes_after = sum(1 for kind, _ in out.phases() if kind == "loop")
-    pairs = ", ".join(f"{m} and {s}" for m, s in merged)
-    note = (f"online softmax: {pairs} in one pass over rows of {plan.rnumel} (running max, rescaled sum); "
+    pairs = ", ".join(f"{a} and {b}" for a, b in merged)
+    note = (f"{name}: {pairs} in one pass over rows of {plan.rnumel} ({how}); "
             f"{passes_before} passes over memory -> {passes_after}")
     return dataclasses.replace(out, notes=out.notes + (note,))
 
@@ -444,8 +462,7 @@ def welford(plan: KernelPlan) -> KernelPlan:
     inf propagate as in eager (an inf makes the variance NaN). Triton only (the C++ backend's rows sit in
     cache); not for split reductions (their partials take one pass each) nor column reductions; only a
     sum of squares around a value made of the sum of the very same values (not another tensor's mean)."""
-    if (not plan.is_reduction or plan.columns or plan.split > 1 or plan.segments
-            or next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK):
+    if not _loops_over_long_rows(plan):
         return plan
     sums = {s.node: s for s in plan.steps if s.scope == "full" and s.reduction_type == "sum"
             and s.centre is None and s.value.dtype in WELFORD_DTYPES}
@@ -462,20 +479,10 @@ def welford(plan: KernelPlan) -> KernelPlan:
             continue  # centred on something other than a sum of the same values
         candidate = steps[:i] + [dataclasses.replace(step, value=value, reduction_type="welford",
                                                      centre=centre)] + steps[i + 1:]
-        trial = dataclasses.replace(plan, steps=tuple(candidate))
-        if any(step.node in {s.node for s in group} and means[0] in {s.node for s in group}
-               for kind, group in trial.phases() if kind == "loop"):  # one pass holds both: keep it
+        if _one_pass_holds(plan, candidate, means[0], step.node):
             steps = candidate
             merged.append((means[0], step.node))
-    if not merged:
-        return plan
-    passes_before = sum(1 for kind, _ in plan.phases() if kind == "loop")
-    out = dataclasses.replace(plan, steps=tuple(steps))
-    passes_after = sum(1 for kind, _ in out.phases() if kind == "loop")
-    pairs = ", ".join(f"{m} and {v}" for m, v in merged)
-    note = (f"welford: {pairs} in one pass over rows of {plan.rnumel} (per-lane count, mean and M2, combined "
-            f"after the pass); {passes_before} passes over memory -> {passes_after}")
-    return dataclasses.replace(out, notes=out.notes + (note,))
+    return _merged_passes(plan, steps, merged, "welford", "per-lane count, mean and M2, combined after the pass")
 
 
 def _centred_square(value: Value) -> Optional[tuple[Value, Value]]:
