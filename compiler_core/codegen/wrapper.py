@@ -264,10 +264,14 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
             if node.output.name in reuse:  # a storage handed on: the op's out= overload writes into it
                 out.append(Reuse(node.output, reuse[node.output.name]))
                 out_target = OUT_VARIANTS[node.extern.target]
+            elif node.output.name in over:  # an addmm accumulating into its dying addend (in place)
+                out.append(WriteOver(node.output, over[node.output.name]))
+                out_target = OUT_VARIANTS[node.extern.target]
             out.append(CallExtern(node.extern.target, node.extern.args, node.extern.kwargs, slots,
                                   sequence=bool(node.result_slots), out_target=out_target))
             if check_memory:
-                out += [CheckFresh(b.name, same_storage(b.name)) for b in slots if b is not None]
+                out += [CheckFresh(b.name, same_storage(b.name) + ((over[b.name],) if b.name in over else ()))
+                        for b in slots if b is not None]
         else:
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
             for name in group.materialized:
@@ -359,7 +363,7 @@ class _Printer:
         if isinstance(s, WriteOver):
             b = s.buffer
             return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
-                    f"# written over {s.donor} by the next kernel (in place)"]
+                    f"# written over {s.donor} by the next kernel or call (in place)"]
         if isinstance(s, WriteInPlace):
             return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
                     f"{s.target} afterwards, a copy onto itself"]

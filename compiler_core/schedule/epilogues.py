@@ -24,6 +24,7 @@ from compiler_core.ir.graph import Buffer, ExternCall, LoopGraph, LoopNode, View
 from compiler_core.ir.index import linear_index
 from compiler_core.ir.lowering import broadcast_index, compute_dtype
 from compiler_core.ir.values import Cast, Load, Op, Value
+from compiler_core.schedule.accumulate import fold_matmul_adds
 from compiler_core.schedule.artifacts import FusionDecision, Schedule
 from compiler_core.schedule.fusion import schedule
 
@@ -32,10 +33,15 @@ MM_REASON = "matmul runs in cuBLAS/oneDNN (extern call); its bias add runs in th
 
 
 def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[LoopGraph, Schedule]:
-    """Split each addmm whose bias add can fuse with its consumers; schedule the result. Without
-    fusion no bias add can join a kernel, so every addmm stays whole."""
+    """Split each addmm whose bias add can fuse with its consumers; schedule the result; then fold
+    each matmul whose product only a lone add reads into an addmm (schedule/accumulate.py). Without
+    fusion no bias add can join a kernel, so every addmm stays whole, and nothing is folded."""
     if not fusion:
         return graph, schedule(graph, fusion=False)
+    return fold_matmul_adds(*_split_and_schedule(graph))
+
+
+def _split_and_schedule(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
     readers: dict[str, list[LoopNode]] = {}  # buffer -> nodes reading it
     for n in graph.nodes:
         for b in n.input_buffers:

@@ -23,7 +23,7 @@ Two more ways memory is given back early, as Inductor does too:
 
 from __future__ import annotations
 
-from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode
+from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
 from compiler_core.schedule.inplace import in_place_updates
 from compiler_core.schedule.kernel_plan import PlanError, can_write_over, group_plan
@@ -33,6 +33,8 @@ from compiler_core.schedule.plan_passes import merge_reductions
 # results are dense and row-major, and the out= overload writes every element.
 OUT_VARIANTS = {"aten.mm.default": "aten.mm.out", "aten.bmm.default": "aten.bmm.out",
                 "aten.addmm.default": "aten.addmm.out"}
+# The extern op that may write its result over its first argument when that argument dies in it.
+ACCUMULATING = "aten.addmm.default"
 
 
 def takes_storage(node: LoopNode, buf: Buffer) -> bool:
@@ -119,7 +121,9 @@ def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, 
                   buffers: dict[str, Buffer], maker: dict[str, LoopNode], elsewhere: set[str]) -> dict[str, str]:
     """Outputs of `group` that its kernel may write over an input storage dying in it: output -> donor.
     `elsewhere`: outputs already placed (written into a graph input they update)."""
-    if group.kind == "extern" or group.segments or not dying:  # a horizontal kernel: segments are not one plan
+    if group.kind == "extern":
+        return _accumulated_over(graph, graph.node(group.nodes[0]), dying, buffers, elsewhere)
+    if group.segments or not dying:  # a horizontal kernel: segments are not one plan
         return {}
     read = {b for n in group.nodes for b in graph.node(n).input_buffers}
     candidates = [d for d in dying if d in read]
@@ -139,6 +143,27 @@ def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, 
                 candidates.remove(donor)
                 break
     return chosen
+
+
+def _accumulated_over(graph: LoopGraph, node: LoopNode, dying: list[str], buffers: dict[str, Buffer],
+                      elsewhere: set[str]) -> dict[str, str]:
+    """An addmm whose addend dies in the call writes its result over the addend: `C = C + A @ B` in
+    the library, each element of C read before it is written (schedule/accumulate.py makes these).
+    Only a whole buffer laid out exactly as the result, in a storage neither factor reads."""
+    if node.extern.target != ACCUMULATING or node.result_slots or node.output.name in elsewhere:
+        return {}
+    if not takes_storage(node, node.output) or not dying:
+        return {}
+    addend, *factors = node.extern.args
+    if not isinstance(addend, ViewRef) or addend.buffer not in dying:
+        return {}
+    storage_of = graph.storage_of()
+    donor = buffers[addend.buffer]
+    if addend.layout != node.output.layout or donor.layout != node.output.layout or donor.dtype != node.output.dtype:
+        return {}
+    if any(isinstance(f, ViewRef) and storage_of.get(f.buffer) == storage_of[donor.name] for f in factors):
+        return {}
+    return {node.output.name: donor.name}
 
 
 def _input_releases(graph: LoopGraph, sched: Schedule, step_of_node: dict[str, int], pinned: set[str],
