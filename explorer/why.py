@@ -97,7 +97,7 @@ def _answer(record: GraphRecord, a: str, b: str) -> WhyFused:
                           f"{name} is {what}: no kernel computes it, it is read where it is used.")
     shared = [k for k in kernels[a] if k in kernels[b]]
     if shared:
-        return result("same kernel", "fused", f"{a} and {b} are both in kernel {shared[0]}.")
+        return result("same kernel", "fused", f"{a} and {b} are both in {_kernels(record, shared[:1])}.")
     where = f"{a} is in {_kernels(record, kernels[a])}, {b} in {_kernels(record, kernels[b])}"
     decision = _last_decision(schedule.decisions, set(nodes[a]), set(nodes[b]))
     if decision is not None:

@@ -14,7 +14,7 @@ Only where the add would otherwise be a kernel by itself: an add that shares a k
 nodes (a residual add inside a layer norm's kernel) reads both tensors there anyway, so it is left.
 Each rewrite is written into the schedule's decision log.
 
-    graph, sched = fold_matmul_adds(graph, sched)
+    folded, notes = fold_matmul_adds(graph, sched)   # then schedule `folded` again
 """
 
 from __future__ import annotations
@@ -28,16 +28,15 @@ from compiler_core.ir.graph import ExternCall, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import linear_index
 from compiler_core.ir.values import Cast, Load, Op, Value
 from compiler_core.schedule.artifacts import FusionDecision, Schedule
-from compiler_core.schedule.fusion import schedule
 
 MM = "aten.mm.default"
 ADDMM = "aten.addmm.default"
 REASON = "matmul accumulating into the tensor it is added to (extern call; the library adds while it writes)"
 
 
-def fold_matmul_adds(graph: LoopGraph, sched: Schedule) -> tuple[LoopGraph, Schedule]:
-    """`graph` and `sched` with each foldable mm + add replaced by one addmm, rescheduled; unchanged
-    when there is none."""
+def fold_matmul_adds(graph: LoopGraph, sched: Schedule) -> tuple[LoopGraph, tuple[FusionDecision, ...]]:
+    """`graph` with each foldable mm + add replaced by one addmm (decided on `sched`, which the caller
+    schedules again when anything was folded), and one decision per fold for the log."""
     readers: dict[str, list[LoopNode]] = {}
     for n in graph.nodes:
         for b in n.input_buffers:
@@ -49,7 +48,7 @@ def fold_matmul_adds(graph: LoopGraph, sched: Schedule) -> tuple[LoopGraph, Sche
         if found is not None:
             folds[found[0].name] = (node, found[1])
     if not folds:
-        return graph, sched
+        return graph, ()
     removed = {mm.name for mm, _ in folds.values()}
     nodes = []
     for node in graph.nodes:
@@ -59,9 +58,7 @@ def fold_matmul_adds(graph: LoopGraph, sched: Schedule) -> tuple[LoopGraph, Sche
     gone = {mm.output.name for mm, _ in folds.values()}
     values = {k: v for k, v in graph.values.items() if not (isinstance(v, ViewRef) and v.buffer in gone)}
     folded = dataclasses.replace(graph, nodes=tuple(nodes), values=values)
-    notes = tuple(_decision(mm, add_name, addend, graph) for add_name, (mm, addend) in folds.items())
-    resched = schedule(folded)
-    return folded, dataclasses.replace(resched, decisions=notes + sched.decisions)
+    return folded, tuple(_decision(mm, add_name, addend) for add_name, (mm, addend) in folds.items())
 
 
 def _foldable(graph: LoopGraph, sched: Schedule, mm: LoopNode, readers: dict[str, list[LoopNode]],
@@ -147,7 +144,7 @@ def _addmm(add: LoopNode, mm: LoopNode, addend: ViewRef) -> LoopNode:
                     source_fn=add.source_fn or mm.source_fn)
 
 
-def _decision(mm: LoopNode, add_name: str, addend: ViewRef, graph: LoopGraph) -> FusionDecision:
+def _decision(mm: LoopNode, add_name: str, addend: ViewRef) -> FusionDecision:
     saved = 2 * mm.output.nbytes  # the product written and read back; the addend is read either way
     reason = (f"accumulate: {mm.name} and {add_name} become one addmm adding into {addend.buffer} (the add "
               f"would have been a kernel of its own)")

@@ -38,17 +38,22 @@ def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[Loop
     fusion no bias add can join a kernel, so every addmm stays whole, and nothing is folded."""
     if not fusion:
         return graph, schedule(graph, fusion=False)
-    return fold_matmul_adds(*_split_and_schedule(graph))
+    split, sched, split_notes = _split_and_schedule(graph)
+    folded, fold_notes = fold_matmul_adds(split, sched)
+    if fold_notes:
+        sched = schedule(folded)  # the log of the schedule that runs: the first one names removed matmuls
+    return folded, dataclasses.replace(sched, decisions=split_notes + fold_notes + sched.decisions)
 
 
-def _split_and_schedule(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
+def _split_and_schedule(graph: LoopGraph) -> tuple[LoopGraph, Schedule, tuple[FusionDecision, ...]]:
+    """The graph with the kept addmm splits, its schedule, and the split decisions (not yet in the log)."""
     readers: dict[str, list[LoopNode]] = {}  # buffer -> nodes reading it
     for n in graph.nodes:
         for b in n.input_buffers:
             readers.setdefault(b, []).append(n)
     candidates = [n.name for n in graph.nodes if _splittable(n, readers.get(n.output.name, ()))]
     if not candidates:
-        return graph, schedule(graph)
+        return graph, schedule(graph), ()
     trial = split_addmm(graph, candidates)
     trial_sched = schedule(trial)
     kept = [name for name in candidates if _bias_add_fused(trial, trial_sched, name)]
@@ -56,7 +61,7 @@ def _split_and_schedule(graph: LoopGraph) -> tuple[LoopGraph, Schedule]:
     sched = trial_sched if kept == candidates else schedule(final)
     notes = tuple(_decision(name, readers.get(graph.node(name).output.name, ()), name in kept)
                   for name in candidates)
-    return final, dataclasses.replace(sched, decisions=notes + sched.decisions)
+    return final, sched, notes
 
 
 def split_addmm(graph: LoopGraph, names: list[str]) -> LoopGraph:
