@@ -44,10 +44,6 @@ VIEW_PROGRAMS = {
     "batch_one_layer_norm": (lambda x: F.layer_norm(x, (32,)) * 2, (_randn(1, 16, 32),), 1),
     "middle_one_layer_norm": (lambda x: F.layer_norm(x, (32,)) * 2, (_randn(16, 1, 32),), 1),
     "batch_one_softmax": (lambda x, m: torch.softmax(x * 0.5 + m, -1) * 3, (_randn(1, 4, 8, 8), _randn(1, 1, 1, 8)), 1),
-    # Siblings over the same elements in another shape: a pointwise result and a column sum of one
-    # input (a backward's recomputed layer norm beside its weight gradient) read it in one kernel.
-    "pointwise_beside_column_sum": (lambda x: (torch.tanh(x), x.sum(0)), (_randn(32, 24),), 1),
-    "pointwise_beside_transposed_sum": (lambda x: (x * 2, x.t().sum(-1)), (_randn(32, 24),), 1),
 }
 
 

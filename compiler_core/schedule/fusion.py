@@ -164,20 +164,16 @@ class _Scheduler:
             for reader in sorted(readers, key=self.order.get):
                 add(group_of[producer], group_of[reader])
         for reader_nodes in self.buffer_readers.values():
-            # By element count, not exact space: a pointwise group can join a reduction over the same
-            # elements (GELU recomputed for a weight gradient beside its derivative's column sum reads
-            # the pre-activation once). Two different reductions never share a kernel: not paired.
-            by_numel: dict[int, list[_Group]] = {}
+            by_space: dict[Space, list[_Group]] = {}
             for g in {id(group_of[n]): group_of[n] for n in reader_nodes}.values():
                 if g.kind != "extern":
-                    by_numel.setdefault(_numel(g.space), []).append(g)
-            for groups in by_numel.values():
+                    by_space.setdefault(g.space, []).append(g)
+            for groups in by_space.values():
                 groups.sort(key=lambda g: self.order[g.members[0]])
                 if len(groups) <= SIBLING_LIMIT:
                     for i, a in enumerate(groups):
                         for b in groups[i + 1:]:
-                            if a.space == b.space or not (a.space.is_reduction and b.space.is_reduction):
-                                add(a, b)
+                            add(a, b)
                 else:
                     # Many readers (hundreds of slices of one tensor, a learning rate read by every
                     # parameter's update): neighbours only, so each round builds a linear number of
