@@ -133,3 +133,24 @@ def test_tied_embedding_gradient_accumulates_into_one_storage(backend):
         torch.testing.assert_close(p.grad, want[name], rtol=1e-4, atol=1e-5, msg=name)
     backward = [r for r in compiled.session.all_records() if _accumulations(r)]
     assert backward, "the head's weight gradient and the embedding's were not accumulated in one call"
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_accumulation_on_cuda_matches_eager():
+    # cuBLAS writes the result over the addend it reads (addmm with out= the addend's storage).
+    a, b, c, d = (torch.randn(s, device="cuda") for s in ((256, 128), (128, 192), (256, 64), (64, 192)))
+    compiled = cc.compile(_two_products, debug="memory")
+    torch.testing.assert_close(compiled(a, b, c, d), _two_products(a, b, c, d), rtol=1e-4, atol=1e-4)
+    assert compiled.session.graphs[0].memory.written_over
+    torch.manual_seed(0)
+    model = _TiedLM(12000, 64).cuda()
+    ids = torch.randint(0, 12000, (4, 32), device="cuda")
+    model(ids).backward()
+    want = {name: p.grad.clone() for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    torch._dynamo.reset()
+    compiled = cc.compile(model, debug="memory")
+    compiled(ids).backward()
+    for name, p in model.named_parameters():
+        torch.testing.assert_close(p.grad, want[name], rtol=1e-3, atol=1e-4, msg=name)
