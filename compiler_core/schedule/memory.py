@@ -155,13 +155,18 @@ def _accumulated_over(graph: LoopGraph, node: LoopNode, dying: list[str], buffer
     if not takes_storage(node, node.output) or not dying:
         return {}
     addend, *factors = node.extern.args
-    if not isinstance(addend, ViewRef) or addend.buffer not in dying:
+    if not isinstance(addend, ViewRef):
         return {}
     storage_of = graph.storage_of()
-    donor = buffers[addend.buffer]
+    # The addend may be a buffer sharing its storage with the one allocated for it (a scatter's
+    # result lives in its destination's storage): the storage, named by that buffer, is the donor.
+    storage = storage_of.get(addend.buffer)
+    if storage not in dying:
+        return {}
+    donor = buffers[storage]
     if addend.layout != node.output.layout or donor.layout != node.output.layout or donor.dtype != node.output.dtype:
         return {}
-    if any(isinstance(f, ViewRef) and storage_of.get(f.buffer) == storage_of[donor.name] for f in factors):
+    if any(isinstance(f, ViewRef) and storage_of.get(f.buffer) == storage for f in factors):
         return {}
     return {node.output.name: donor.name}
 
