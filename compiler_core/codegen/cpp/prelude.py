@@ -61,8 +61,10 @@ static inline T uniform_select(bool c, A a_in, B b_in) {
   return out;
 }
 // Zeros that a masked-off load reads instead of its buffer (`or_zeros`); the code generator uses it
-// only where the load's offsets within one vector loop stay inside these bytes.
-alignas(64) static const unsigned char zero_bytes[65536] = {};
+// only where the load's offsets within one vector loop stay inside these bytes. Not `const`: zero-initialised
+// writable data goes to .bss (no bytes in the shared object; a const array put 64 KB into every one),
+// and nothing ever writes it.
+alignas(64) static unsigned char zero_bytes[65536];
 // `base + offset` where `c` holds, else the zeros; the address is computed as an integer, so a
 // masked-off offset (outside the buffer) never forms an out-of-bounds pointer.
 template <typename T> static inline const T* or_zeros(bool c, const T* base, int64_t offset) {
