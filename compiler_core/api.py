@@ -393,7 +393,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("decomp"):
         on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
         inference = record.joint is None and record.part == "forward"
-        record.layout = choose_conv_layout(gm, options.conv_layout, on_cpu_inference=on_cpu and inference)
+        record.layout = choose_conv_layout(gm, options.conv_layout, on_cpu_inference=on_cpu and inference,
+                                          on_cpu=on_cpu)
         record.prims = to_prim_graph(gm)
     with timer("lower"):
         record.loops = dataclasses.replace(lower(record.prims), released_inputs=released_inputs)

@@ -188,3 +188,35 @@ def test_inserted_nodes_never_take_a_name_the_graph_has():
     assert decision.conversions[0] != "to_channels_last_0" and decision.conversions[0].startswith("to_channels_last")
     gm.graph.lint()
     assert "to_channels_last_0_1 = " in gm.code or decision.conversions[0] + " = " in gm.code
+
+
+def test_cpu_weights_are_converted_once_per_call_inside_our_kernels():
+    """On the CPU, ATen's mkldnn convolution with a channels-last input calls `weight.contiguous(
+    channels_last)` at every call when the weight is not: an allocation and an ATen copy per
+    convolution. The rewrite gives each such weight a channels-last clone in the graph, which our
+    kernels compute (the small ones in one horizontal launch); a 1x1 weight is channels-last already.
+    Values stay eager's, and no ATen copy runs in a call any more."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU(),
+                          nn.Conv2d(8, 8, 3, padding=1), nn.Conv2d(8, 4, 1)).eval()
+    x = torch.randn(2, 3, 10, 10)
+    with torch.no_grad():
+        expected = model(x)
+        compiled = cc.compile(model)
+        got = compiled(x)
+    torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+    assert got.stride() == expected.stride()
+    decision = compiled.session.graphs[0].layout
+    weights = [n for n in decision.conversions if n.startswith("weight_to_channels_last")]
+    assert decision.channels_last and len(weights) == 2, decision.pretty()  # not the 1x1 convolution's
+    from torch.profiler import ProfilerActivity, profile
+
+    with torch.no_grad(), profile(activities=[ProfilerActivity.CPU]) as prof:
+        again = compiled(x)
+    torch.testing.assert_close(again, expected, atol=1e-5, rtol=1e-5)
+    copies = [e.key for e in prof.key_averages() if e.key in ("aten::clone", "aten::copy_", "aten::contiguous")]
+    assert copies == [], copies
+    # The GPU keeps its weights as they are (cuDNN converts them; not measured there yet).
+    with torch.no_grad():
+        gm = _traced(model, x)
+    assert not any(n.startswith("weight") for n in choose_conv_layout(gm, "channels_last").conversions)

@@ -3,6 +3,7 @@ mask's bounds (kernel_plan.invert_where_masked): its loads get affine indices, n
 with carries, and per-channel loads that are in bounds everywhere lose the mask and are read once.
 Values must stay eager's, edges included."""
 
+import os
 import re
 
 import pytest
@@ -92,3 +93,72 @@ def test_nan_and_inf_outside_the_mask_never_leak_into_the_padding(backend):
 
     compiled = cc.compile(f, backend=backend)
     torch.testing.assert_close(compiled(x, scale), f(x, scale), equal_nan=True)
+
+
+def _gcc_vectorized_loops(source: str) -> int:
+    """How many loops GCC reports vectorised in a translation unit of these kernels (-fopt-info-vec)."""
+    import subprocess
+    import tempfile
+
+    from compiler_core.runtime.cpp_build import CXX_FLAGS, _compiler
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = f"{folder}/kernels.cpp"
+        with open(path, "w") as f:
+            f.write(source)
+        flags = [f for f in CXX_FLAGS if f != "-shared"]
+        done = subprocess.run([_compiler(), *flags, "-c", path, "-o", f"{folder}/k.o", "-fopt-info-vec-optimized"],
+                              capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stderr.count("loop vectorized")
+
+
+def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
+    """A channels-last max-pool over batch norm + ReLU (ResNet's stem): the padding masks depend on the
+    outer loops only. Printed as `c ? a : b` and as loads under `c`, GCC 12 made them selects and
+    masked loads with a scalar mask, could not vectorise those, and ran the whole loop scalar (30 us
+    for the zoo's small ResNet stem, 13 us vectorised); as integer blends (`fc::uniform_select`, loads
+    from `fc::or_zeros`) the loop vectorises. Values, padding edges and a NaN included, stay eager's."""
+    from compiler_core.runtime.cpp_build import cpp_translation_unit
+
+    torch.manual_seed(3)
+    bn = torch.nn.BatchNorm2d(16).eval()
+    bn.running_mean.uniform_(-1, 1)
+    bn.running_var.uniform_(0.5, 2)
+
+    def f(x):
+        return F.max_pool2d(torch.relu(bn(x)), 3, 2, 1)
+
+    x = torch.randn(2, 16, 16, 16).contiguous(memory_format=torch.channels_last)
+    x[0, 3, 0, 0] = float("nan")  # a corner: every window reading it is at the padding's edge
+    x[1, 5, 15, 15] = float("inf")
+    compiled = cc.compile(f, backend="cpp")
+    with torch.no_grad():
+        got, expected = compiled(x), f(x)
+    torch.testing.assert_close(got, expected, equal_nan=True)
+    assert got.stride() == expected.stride()
+    (kernel,) = compiled.session.kernels
+    assert "fc::or_zeros(" in kernel.source and "fc::uniform_select(" in kernel.source, kernel.source
+    assert " ? " not in kernel.source.split("#pragma omp simd", 1)[1], kernel.source
+    if "g++" in os.environ.get("CXX", "g++"):
+        assert _gcc_vectorized_loops(cpp_translation_unit((kernel,))) >= 1
+
+
+def test_uniform_selects_of_every_dtype_and_a_masked_cat_match_eager():
+    """`fc::uniform_select` blends bits: integers, doubles and bools must come out exact; a cat along the
+    innermost dimension keeps its per-lane masks (ternaries), one along an outer one gets blends."""
+    torch.manual_seed(4)
+    a64, b64 = torch.randn(3, 4, 5, dtype=torch.float64), torch.randn(3, 2, 5, dtype=torch.float64)
+    ai, bi = torch.randint(-9, 9, (3, 4, 5)), torch.randint(-9, 9, (3, 2, 5))
+    ab, bb = torch.rand(3, 4, 5) > 0.5, torch.rand(3, 2, 5) > 0.5
+
+    def f(a64, b64, ai, bi, ab, bb):
+        outer = (torch.cat([a64.exp(), b64 * 2], 1), torch.cat([ai * 3, bi - 1], 1), torch.cat([ab, ~bb], 1))
+        inner = torch.cat([a64.sin(), a64[:, :, :2].cos()], 2)
+        return (*outer, F.pad(ai + 1, (0, 0, 2, 1), value=-7), inner)
+
+    compiled = cc.compile(f, backend="cpp")
+    args = (a64, b64, ai, bi, ab, bb)
+    for got, expected in zip(compiled(*args), f(*args)):
+        torch.testing.assert_close(got, expected)  # exact for the integers and bools
+    assert "fc::uniform_select(" in sources(compiled) or "fc::or_zeros(" in sources(compiled)

@@ -16,8 +16,13 @@ does the same as a rewrite of the ATen graph, before lowering:
 - a graph output whose layout changed is copied back to the layout it was traced with, so callers
   see the strides eager PyTorch gives them.
 
-Weights stay as they are: cuDNN picks NHWC when either operand is channels-last, and converting a
-weight is cheap beside an activation. A convolution's real result is still checked against the
+Weights stay as they are on the GPU: cuDNN picks NHWC when either operand is channels-last, and
+converting a weight is cheap beside an activation. On the CPU each weight gets a channels-last clone
+too: ATen's mkldnn convolution otherwise calls `weight.contiguous(channels_last)` at every call, an
+allocation and a copy through the dispatcher (about 8-15 us a convolution on the 2-core CPU, five per
+call of the zoo's small ResNet), where our clone is one more pointwise kernel that the horizontal
+fusion pass puts into one launch with the other small conversions at the start of the graph (as
+Inductor converts its weights inside its own kernels). A convolution's real result is still checked against the
 planned strides at run time (`rt.ensure_layout`), so a layout the metadata mispredicts costs a copy,
 never a wrong answer.
 
@@ -60,10 +65,12 @@ CHOICES = ("auto", "channels_last", "as_traced")
 VIEWS = (aten.view.default, aten._unsafe_view.default)
 
 
-def choose_conv_layout(gm: torch.fx.GraphModule, choice: str, on_cpu_inference: bool = False) -> LayoutDecision:
+def choose_conv_layout(gm: torch.fx.GraphModule, choice: str, on_cpu_inference: bool = False,
+                       on_cpu: bool = False) -> LayoutDecision:
     """Decide, and when channels-last is chosen rewrite `gm` in place (module docstring). Returns the
     decision; a graph the rewrite cannot handle is left exactly as it was, with the reason.
-    `on_cpu_inference`: the graph runs on the CPU with no backward, where "auto" picks channels-last."""
+    `on_cpu_inference`: the graph runs on the CPU with no backward, where "auto" picks channels-last.
+    `on_cpu`: the graph runs on the CPU, where the rewrite converts the weights too."""
     if choice not in CHOICES:
         raise ValueError(f"conv_layout={choice!r} is not one of {CHOICES}")
     convs = [n for n in gm.graph.nodes if _is_conv2d(n)]
@@ -77,7 +84,7 @@ def choose_conv_layout(gm: torch.fx.GraphModule, choice: str, on_cpu_inference: 
                               "training graph would copy every saved activation back to the traced layout",
                               len(convs))
     try:
-        conversions = _rewrite(gm, convs)
+        conversions = _rewrite(gm, convs, convert_weights=on_cpu or on_cpu_inference)
     except _Unchanged as exc:
         return LayoutDecision(False, str(exc), len(convs))
     if choice == "auto":
@@ -102,12 +109,12 @@ class _Unchanged(Exception):
     """The rewrite was undone; the message says why."""
 
 
-def _rewrite(gm: torch.fx.GraphModule, convs: list[torch.fx.Node]) -> tuple[str, ...]:
+def _rewrite(gm: torch.fx.GraphModule, convs: list[torch.fx.Node], convert_weights: bool = False) -> tuple[str, ...]:
     graph = gm.graph
     saved = {n: dict(n.meta) for n in graph.nodes}
     inserted: list[torch.fx.Node] = []
     try:
-        _propagate(gm, set(convs), inserted)
+        _propagate(gm, set(convs), inserted, convert_weights)
         _restore_output_layouts(gm, saved, inserted)
     except Exception as exc:  # noqa: BLE001 - any failure leaves the graph as traced
         for clone in reversed(inserted):
@@ -122,9 +129,11 @@ def _rewrite(gm: torch.fx.GraphModule, convs: list[torch.fx.Node]) -> tuple[str,
     return tuple(n.name for n in inserted)
 
 
-def _propagate(gm: torch.fx.GraphModule, convs: set[torch.fx.Node], inserted: list[torch.fx.Node]) -> None:
+def _propagate(gm: torch.fx.GraphModule, convs: set[torch.fx.Node], inserted: list[torch.fx.Node],
+               convert_weights: bool = False) -> None:
     """Recompute every node's fake value in graph order, inserting a channels-last clone in front of
-    each convolution whose input (as now computed) is not channels-last."""
+    each convolution whose input (as now computed) is not channels-last; with `convert_weights`, of
+    each weight likewise."""
     fake_mode = _fake_mode(gm)
     values: dict[torch.fx.Node, Any] = {}
     with fake_mode:
@@ -142,6 +151,9 @@ def _propagate(gm: torch.fx.GraphModule, convs: set[torch.fx.Node], inserted: li
                 continue
             if node in convs and not _channels_last(values[node.args[0]]):
                 _convert_input(gm, node, torch.channels_last, "to_channels_last", values, inserted)
+            if node in convs and convert_weights and not _channels_last(values[node.args[1]]):
+                _convert_input(gm, node, torch.channels_last, "weight_to_channels_last", values, inserted,
+                               position=1)
             try:
                 values[node] = _run(node, values)
             except (RuntimeError, ValueError):  # fake tensors raise ValueError for an impossible view
@@ -155,15 +167,15 @@ def _propagate(gm: torch.fx.GraphModule, convs: set[torch.fx.Node], inserted: li
 
 
 def _convert_input(gm: torch.fx.GraphModule, node: torch.fx.Node, memory_format: torch.memory_format, name: str,
-                   values: dict, inserted: list[torch.fx.Node]) -> None:
-    """Put `clone(node.args[0], memory_format=...)` in front of `node` and make `node` read it."""
-    source = node.args[0]
+                   values: dict, inserted: list[torch.fx.Node], position: int = 0) -> None:
+    """Put `clone(node.args[position], memory_format=...)` in front of `node` and make `node` read it."""
+    source = node.args[position]
     with gm.graph.inserting_before(node):
         clone = _clone_node(gm, source, memory_format, f"{name}_{len(inserted)}")
     inserted.append(clone)
     values[clone] = _run(clone, values)
     clone.meta["val"] = values[clone]
-    node.replace_input_with(source, clone)
+    node.args = node.args[:position] + (clone,) + node.args[position + 1:]
 
 
 def _clone_node(gm: torch.fx.GraphModule, source: torch.fx.Node, memory_format: torch.memory_format,

@@ -15,7 +15,7 @@ from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
-from compiler_core.ir.index import linear_index
+from compiler_core.ir.index import Index, Var, linear_index
 from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value, walk
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
@@ -26,6 +26,8 @@ STORAGE_TYPE = {
     torch.uint8: "uint8_t", torch.bool: "bool",
 }
 LOW_PRECISION = {torch.bfloat16: "bf16", torch.float16: "f16"}
+STORAGE_BYTES = {dtype: torch.empty((), dtype=dtype).element_size() for dtype in STORAGE_TYPE}
+ZERO_BYTES = 65536  # the size of fc::zero_bytes (prelude.py)
 # Kernels smaller than this run on one thread: waking the OpenMP team costs more than it saves.
 PARALLEL_MIN_ELEMENTS = 32768
 
@@ -51,14 +53,36 @@ _HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv"
 
 
 class CppPrinter(CSEPrinter):
-    def __init__(self) -> None:
+    """`inner`, `inner_size`: the vectorised (innermost) loop variable of the body being printed and its
+    extent, where known: selections by a condition that does not change along it print as integer
+    blends (`fc::uniform_select`, `fc::or_zeros`; prelude.py says why GCC needs them)."""
+
+    def __init__(self, inner: str | None = None, inner_size: int = 0) -> None:
         super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
+        self.inner, self.inner_size = inner, inner_size
+        self._varies: dict[int, tuple[Value, bool]] = {}
+
+    def varies_along_inner(self, value: Value) -> bool:
+        """Whether `value` may differ between iterations of the inner loop (conservative: a reduction's
+        result or a position read from a tensor counts as varying)."""
+        hit = self._varies.get(id(value))
+        if hit is None:
+            hit = self._varies[id(value)] = (value, any(_depends_on(v, self.inner) for v in walk(value)))
+        return hit[1]
+
+    def _uniform(self, condition: Value | None) -> bool:
+        return self.inner is not None and condition is not None and not self.varies_along_inner(condition)
 
     def load(self, v: Load, mask: str | None = None, positions: list[str] | None = None) -> str:
         offset = v.index.render(div='/')
         for t, p in zip(v.indirect, positions or ()):
             offset += f" + {p}" if t.stride == 1 else f" + {p} * {t.stride}"
         ref = f"{v.buffer}[{offset}]"
+        if mask is not None and not positions and self._uniform(v.mask):
+            split = self._zeros_offsets(v)
+            if split is not None:  # read zeros instead of the buffer where the mask is off: no branch
+                outer, along = split
+                ref, mask = f"fc::or_zeros({mask}, {v.buffer}, {outer})[{along}]", None
         if v.dtype == torch.bfloat16:
             ref = f"fc::bf16_to_float({ref})"
         elif v.dtype == torch.float16:
@@ -66,6 +90,20 @@ class CppPrinter(CSEPrinter):
         # The conditional keeps a masked-off element from being read at all (its index may lie
         # outside the buffer).
         return ref if mask is None else f"({mask} ? {ref} : {register_type(v.dtype)}(0))"
+
+    def _zeros_offsets(self, v: Load) -> tuple[str, str] | None:
+        """(the offset without the inner variable, the inner variable's term) of a load whose offsets
+        along the inner loop stay inside fc::zero_bytes; None otherwise."""
+        inner_terms = [(a, c) for a, c in v.index.terms if a == Var(self.inner)]
+        rest = Index(tuple(t for t in v.index.terms if t not in inner_terms), v.index.const)
+        if self.inner in rest.free_vars():  # the inner variable inside a division or modulo
+            return None
+        coef = inner_terms[0][1] if inner_terms else 0
+        largest = coef * (self.inner_size - 1)
+        if coef < 0 or (largest + 1) * STORAGE_BYTES[v.dtype] > ZERO_BYTES:
+            return None
+        along = Index(tuple(inner_terms), 0).render(div="/") if inner_terms else "0"
+        return rest.render(div="/"), along
 
     def position(self, t: IndirectIndex, value: str, mask: str | None) -> str:
         # wraps a negative position (index, take), flags one out of range (and reads element 0 instead)
@@ -110,12 +148,22 @@ class CppPrinter(CSEPrinter):
         if name == "bitwise_not":
             return f"static_cast<{register_type(v.dtype)}>(~{args[0]})"
         if name == "where":
+            if self._uniform(v.args[0]):
+                return f"fc::uniform_select({args[0]}, {args[1]}, {args[2]})"
             return f"({args[0]} ? {args[1]} : {args[2]})"
         if name == "recurrence":
             t = register_type(v.dtype)  # every operand but the degree in one type, for the template
             operands = [a if i == 1 else f"static_cast<{t}>({a})" for i, a in enumerate(args)]
             return f"fc::recurrence<{t}>({', '.join(operands)})"
         raise NotImplementedError(f"C++ codegen has no primitive {name!r}")
+
+
+def _depends_on(v: Value, inner: str | None) -> bool:
+    if isinstance(v, Load):
+        return bool(v.indirect) or inner in v.index.free_vars()
+    if isinstance(v, IndexValue):
+        return inner in v.index.free_vars()
+    return isinstance(v, ReductionResult)
 
 
 def cpp_literal(value: object, dtype: torch.dtype) -> str:
@@ -232,7 +280,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     Steps never read what their kernel stores (in-kernel producers are inlined), so moving the
     stores to the end of the iteration changes no value."""
     names = [f"x{i}" for i in range(len(plan.space.x))]
-    printer = CppPrinter()
+    printer = CppPrinter(names[-1], plan.space.x[-1]) if names else CppPrinter()
     stores = []
     for step in plan.steps:
         printer.origins = step.origins
