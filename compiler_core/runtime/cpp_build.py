@@ -14,6 +14,7 @@ from pathlib import Path
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.cpp.prelude import PRELUDE
 from compiler_core.runtime import cache
+from compiler_core.runtime.cpp_bindings import bindings_source, python_include
 
 
 class BuildError(Exception):
@@ -31,8 +32,10 @@ if platform.machine() in ("x86_64", "AMD64"):
     # softmax (2048x1024, 2-core Xeon). Harmless on CPUs without AVX-512.
     CXX_FLAGS.append("-mprefer-vector-width=512")
 
-def cpp_translation_unit(kernels: tuple[KernelSource, ...]) -> str:
-    return PRELUDE + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n"
+def cpp_translation_unit(kernels: tuple[KernelSource, ...], bindings: bool = False) -> str:
+    """The prelude and every kernel; with `bindings`, also their Python entry points (cpp_bindings.py)."""
+    unit = PRELUDE + "\n\n" + "\n\n".join(k.source for k in kernels) + "\n"
+    return unit + "\n" + bindings_source(kernels) if bindings else unit
 
 
 def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
@@ -40,7 +43,8 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
 
     A cached object is returned only when its bytes match the SHA-256 recorded when it was built
     (cache.py): a changed one is rebuilt, never loaded."""
-    source = cpp_translation_unit(kernels)
+    include = python_include()
+    source = cpp_translation_unit(kernels, bindings=include is not None)
     folder = cache.cache_subdir("cpp", cache.cpp_key(source, _toolchain()))
     target = folder / "kernels.so"
     if target.exists():
@@ -54,7 +58,7 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
     # Build beside the target and rename atomically: parallel processes may race on one key.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
     os.close(fd)
-    cmd = [_compiler(), *CXX_FLAGS, "-o", tmp, str(folder / "kernels.cpp")]
+    cmd = [_compiler(), *CXX_FLAGS, *([f"-I{include}"] if include else []), "-o", tmp, str(folder / "kernels.cpp")]
     result = subprocess.run(cmd + ["-lmvec"], capture_output=True, text=True)
     if result.returncode != 0:
         # Without glibc's libmvec (musl, macOS, old glibc) the math stays scalar.
