@@ -35,7 +35,7 @@ SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairw
 class _Group:
     members: list[str]  # topological order: members[0] is the earliest node
     space: Space
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "extern" | "scatter" (a pointwise loop with a scatter's atomic adds)
 
 
 FUSION_OFF = "fusion off (compile(..., fusion=False)): not merged"
@@ -401,7 +401,7 @@ class _Scheduler:
     # ---- merging and output -----------------------------------------------------------------
     def _merge(self, a: _Group, b: _Group) -> _Group:
         space = self.merged_space[(id(a), id(b))]
-        kind = "reduction" if space.is_reduction else "pointwise"
+        kind = "reduction" if space.is_reduction else "scatter" if "scatter" in (a.kind, b.kind) else "pointwise"
         merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
         for m in merged.members:
             self.group_of[m] = merged

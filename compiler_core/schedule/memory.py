@@ -36,7 +36,10 @@ OUT_VARIANTS = {"aten.mm.default": "aten.mm.out", "aten.bmm.default": "aten.bmm.
 
 
 def takes_storage(node: LoopNode, buf: Buffer) -> bool:
-    """Whether `buf`, made by `node`, may be placed in a storage the planner hands on."""
+    """Whether `buf`, made by `node`, may be placed in a storage the planner hands on. A scatter's output
+    never: it is its destination's storage, updated in place (LoopNode.destination)."""
+    if node.kind == "scatter":
+        return False
     if buf.kind == "kernel":
         return True
     return (buf.kind == "extern" and node.kind == "extern" and node.extern.target in OUT_VARIANTS
