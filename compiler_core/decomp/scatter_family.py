@@ -191,7 +191,13 @@ def _index_op(scatter_form):
 
 def _scatter_add_scaled(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
                         alpha: Any = 1) -> torch.Tensor:
-    return scatter_add(self, dim, index, source if alpha == 1 else source * alpha)
+    if alpha == 1:
+        return scatter_add(self, dim, index, source)
+    # Eager's index_add with an alpha raises IndexError for a position out of range (scatter_add's check
+    # raises RuntimeError): checked here first, as index_select checks (a gather fused into the scatter).
+    size = self.shape[dim]
+    index = torch.arange(size, device=self.device).index_select(0, index.reshape(-1)).reshape(index.shape)
+    return scatter_add(self, dim, index, source * alpha)
 
 
 index_add = _index_op(_scatter_add_scaled)
