@@ -169,6 +169,7 @@ def test_every_artifact_prints_the_scatter():
     assert "(scatter, x=[1500, 8])" in record.schedule.pretty()
     plan = next(k.plan for k in record.kernels if k.kind == "scatter")
     assert "+= " in plan.pretty() and "(atomic add)" in plan.pretty(), plan.pretty()
+    assert any(n.startswith("scatter: ") and "may differ between runs" in n for n in plan.notes), plan.notes
     assert "omp atomic" not in next(k.source for k in record.kernels if k.kind == "scatter")  # 12,000 adds: serial
     assert "scatter (add)" in record.loops.to_dot()
     assert "# the next kernel adds into" in record.wrapper.source
@@ -186,6 +187,7 @@ def test_the_memory_plan_keeps_the_scatter_in_its_destinations_storage():
     assert storage[node.output.name] == storage[node.destination]
     assert node.output.name not in dict(record.memory.reuse)
     assert node.output.name not in dict(record.memory.written_over)
+    assert f"(in the storage of {storage[node.destination]})" in record.memory.pretty()
     source = next(k.source for k in record.kernels if k.kind == "scatter")
     assert "#pragma omp atomic" in source and "#pragma omp simd" not in source, source  # 131,072 adds: threads
 

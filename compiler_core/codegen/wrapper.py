@@ -46,6 +46,7 @@ from compiler_core.schedule.plan_passes import (
     merge_reductions,
     online_softmax,
     run_plan_passes,
+    scatter_order,
     simplify_plan,
     welford,
 )
@@ -92,6 +93,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
         if group.name in over:
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
         passes.append(("reduction layout", choose_reduction_layout))
+        if group.kind == "scatter":
+            passes.append(("scatter order", scatter_order))
         if backend == "triton":
             passes += [("reduction split", choose_reduction_split), ("online softmax", online_softmax),
                        ("welford", welford)]

@@ -110,6 +110,23 @@ def describe_passes(records: tuple[PassRecord, ...]) -> str:
     return "\n".join(out)
 
 
+# ---- scatter order ------------------------------------------------------------------------------
+def scatter_order(plan: KernelPlan) -> KernelPlan:
+    """A note on a scatter kernel's atomic adds (decomp/atomic_scatter.py): float sums land in whatever
+    order the programs or threads reach an element, so their last bits may differ from run to run, as
+    on eager CUDA and in Inductor; integer sums are exact in any order. Changes nothing else."""
+    steps = [s for s in plan.steps if s.accumulate]
+    if not steps:
+        return plan
+    floats = [s.node for s in steps if s.store_dtype.is_floating_point]
+    if floats:
+        note = (f"scatter: {', '.join(floats)} add floats atomically, in the order the threads reach each element: "
+                "the last bits may differ between runs (as eager CUDA's scatter_add and embedding backward do)")
+    else:
+        note = f"scatter: {', '.join(s.node for s in steps)} add integers atomically: exact in any order"
+    return dataclasses.replace(plan, notes=plan.notes + (note,))
+
+
 # ---- simplification -----------------------------------------------------------------------------
 def simplify_plan(plan: KernelPlan) -> KernelPlan:
     """Every step's value (every segment's, in a horizontal kernel) through simplify_value; the note
