@@ -84,6 +84,7 @@ SUMS = {
     "scatter_add_dim1": lambda x, index, src, rows: torch.scatter_add(x.t().contiguous(), 1, index.t(), src.t()),
     "index_add": lambda x, index, src, rows: x.index_add(0, rows, src, alpha=3),
     "index_put_accumulate": lambda x, index, src, rows: x.index_put((rows,), src, accumulate=True),
+    "scatter_reduce_sum": lambda x, index, src, rows: torch.scatter_reduce(x, 0, index, src, "sum"),
     "index_put_accumulate_negative": lambda x, index, src, rows: x.index_put((rows - 3000,), src, accumulate=True),
 }
 
@@ -239,3 +240,19 @@ def test_the_explorer_shows_a_scatter_kernel(tmp_path):
     view = explore(fn, *args, repeats=0, kernels_for=("cpp",))
     view.to_html(str(tmp_path / "scatter.html"))
     assert "atomic" in (tmp_path / "scatter.html").read_text()
+
+
+def test_the_gpu_source_of_scatter_kernels_compiles_for_the_h200():
+    from compiler_core.codegen.triton.ahead import compile_for_gpu, nvidia_target_available
+
+    if not nvidia_target_available():
+        pytest.skip("this Triton has no NVIDIA backend to compile with")
+    programs = [(embedding_backward(5000, 3), (torch.randn(2048, 64), tokens(2048, 5000))),
+                (embedding_backward(600, -1), (torch.randn(512, 16).bfloat16(), tokens(512, 600))),
+                (SUMS["scatter_add"], sum_inputs(torch.int64)), (SUMS["index_add"], sum_inputs())]
+    plans = []
+    for fn, args in programs:
+        session = cc.explain(fn, *args, backend="triton")
+        plans += [k.plan for k in session.kernels if k.kind == "scatter"]
+    assert len(plans) == len(programs)
+    assert compile_for_gpu(plans) == [None] * len(plans)  # tl.atomic_add with its masks, as the H200 compiles it

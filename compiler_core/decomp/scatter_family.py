@@ -161,6 +161,8 @@ def _static(*tensors: torch.Tensor) -> bool:
 def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str, *,
                    include_self: bool = True) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
+    if reduce == "sum" and include_self:  # scatter_add itself: the atomic scatter where that is cheaper
+        return scatter_add(self, dim, index, src)
     if reduce not in REDUCTIONS or not (_supported(self, index, src) and _short(self, dim, index)):
         return NotImplemented
     return _combine(reduce, self, _Hits(self, dim, index, src), include_self)
