@@ -158,6 +158,22 @@ def test_a_reader_of_the_scatter_runs_in_the_next_kernel(backend):
     assert [g.kind for g in record.schedule.groups] == ["pointwise", "scatter", "pointwise"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_producer_of_another_shape_runs_in_the_scatters_own_loop(backend):
+    # the source is a transposed product: same elements as the scatter's loop, other dims. The scatter's
+    # loop runs over its source's shape, never placed by its output's layout (which has other sizes).
+    g = torch.Generator().manual_seed(6)
+    x, y = torch.randn(8, 3000, generator=g), torch.randn(1500, 8, generator=g)
+    index = torch.randint(0, 3000, (8, 1500), generator=g)
+    fn = lambda x, y, index: torch.scatter_add(x, 1, index, (y * 2).t())  # noqa: E731
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(x, y, index), fn(x, y, index))
+    assert_scatter_kernel(compiled)
+    (record,) = records(compiled)
+    assert [(g.kind, g.x_ranges) for g in record.schedule.groups] == [("pointwise", (8, 3000)),
+                                                                       ("scatter", (8, 1500))]
+
+
 def test_every_artifact_prints_the_scatter():
     fn, args = SUMS["index_add"], sum_inputs()
     compiled = cc.compile(fn, backend="cpp")

@@ -86,6 +86,10 @@ def placement(node: LoopNode, space: Space) -> Optional[tuple[dict[str, Index], 
         return None
     shape = tuple(node.ranges)
     names = [f"x{i}" for i in range(len(shape))]
+    if node.kind == "scatter":
+        # Only its own loop: placing by index arithmetic inverts the output's layout, and a scatter's loop
+        # runs over its source elements, not over its output's.
+        return ({}, "row") if not space.is_reduction and shape == space.x else None
     if not space.is_reduction:
         if shape == space.x:
             return {}, "row"
@@ -387,7 +391,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
         node = nodes[n]
         is_stored = node.output.name in materialized
         if node.kind in ("pointwise", "scatter") and not is_stored:
-            continue  # only ever inlined into consumers (a scatter nobody reads computes nothing seen)
+            continue  # a pointwise node not stored is inlined into its consumers; a scatter not stored, read by none
         mapping, scope = placed[n]
         value = resolve(subs_index(with_origins(node.body, node.origins), mapping, ranges))
         store_index = _store_in_space(node, mapping, ranges) if is_stored else None
