@@ -86,12 +86,12 @@ class OursProfile:
 
 # ---- FLOPs and bytes from the artifacts ----------------------------------------------------------
 def node_flops(node: LoopNode) -> int:
-    """Arithmetic nodes of the body at every point, plus one combine per reduced element."""
+    """Arithmetic nodes of the body at every point, plus one combine per reduced (or scattered) element."""
     if node.kind == "extern" or node.body is None:
         return 0
     per_point = sum(1 for v in walk(node.body) if isinstance(v, Op))
     points = prod(node.ranges) * prod(node.reduction_ranges)
-    return per_point * points + (points if node.kind == "reduction" else 0)
+    return per_point * points + (points if node.kind in ("reduction", "scatter") else 0)  # a combine or an add
 
 
 def buffer_sizes(loops: LoopGraph) -> dict[str, int]:

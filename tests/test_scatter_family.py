@@ -62,12 +62,18 @@ def test_an_index_out_of_range_raises_as_in_eager(backend):
         compiled(x, bad, src)
 
 
-def test_a_scatter_above_the_cap_stays_pytorchs_call(monkeypatch):
+def test_an_overwrite_above_the_cap_stays_pytorchs_call_a_sum_is_the_atomic_scatter(monkeypatch):
     monkeypatch.setattr(scatter_family, "SHORT_SCATTER", 100)
     x, src, index, *_ = _inputs()  # 24 elements x 5 positions = 120 > 100
+    compiled = cc.compile(lambda x, i, s: torch.scatter(x, 0, i, s) * 2, backend="cpp")
+    torch.testing.assert_close(compiled(x, index, src), torch.scatter(x, 0, index, src) * 2, equal_nan=True)
+    assert compiled.session.stats["fallback_ops"] == ["aten.scatter.src"]
+    torch._dynamo.reset()
     compiled = cc.compile(lambda x, i, s: torch.scatter_add(x, 0, i, s) * 2, backend="cpp")
     torch.testing.assert_close(compiled(x, index, src), torch.scatter_add(x, 0, index, src) * 2, equal_nan=True)
-    assert compiled.session.stats["fallback_ops"] == ["aten.scatter_add.default"]
+    assert compiled.session.stats["fallback_ops"] == []
+    kinds = [k.kind for k in compiled.session.kernels]
+    assert "scatter" in kinds, kinds  # tests/test_scatter_kernels.py tests the atomic scatter itself
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -114,9 +120,8 @@ def test_embedding_backward_is_ours_for_small_tables(backend, padding_idx):
     assert compiled.session.stats["fallback_ops"] == []
 
 
-def test_a_large_embedding_backward_stays_pytorchs_call(monkeypatch):
-    monkeypatch.setattr(scatter_family, "SHORT_SCATTER", 1000)  # 20 tokens x 6 wide x 11 rows > 1000
-    emb = torch.nn.Embedding(11, 6)
+def test_an_embedding_backward_scaled_by_frequency_stays_pytorchs_call():
+    emb = torch.nn.Embedding(11, 6, scale_grad_by_freq=True)
     ids = torch.randint(0, 11, (4, 5), generator=torch.Generator().manual_seed(2))
     compiled = cc.compile(lambda ids: emb(ids).square().sum(), backend="cpp")
     compiled(ids).backward()

@@ -33,7 +33,7 @@ class KernelSource:
     grid: str  # launch grid, as printable text
     config_space: tuple[dict, ...]  # candidate launch configs (Triton: block sizes, warps)
     origins: tuple[str, ...]  # FX node names computed by this kernel
-    kind: str = "pointwise"  # "pointwise" | "reduction"
+    kind: str = "pointwise"  # "pointwise" | "reduction" | "scatter" (atomic adds into positions read from memory)
     xnumel: int = 0  # rows (reduction) or elements (pointwise) the launch grid covers
     # Divides integers and flags a zero divisor for the runtime to raise as eager does (only these
     # kernels' graphs pay for reading the flag after each call).

@@ -46,6 +46,7 @@ from compiler_core.schedule.plan_passes import (
     merge_reductions,
     online_softmax,
     run_plan_passes,
+    scatter_order,
     simplify_plan,
     welford,
 )
@@ -92,6 +93,8 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
         if group.name in over:
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))
         passes.append(("reduction layout", choose_reduction_layout))
+        if group.kind == "scatter":
+            passes.append(("scatter order", scatter_order))
         if backend == "triton":
             passes += [("reduction split", choose_reduction_split), ("online softmax", online_softmax),
                        ("welford", welford)]
@@ -175,6 +178,15 @@ class WriteInPlace:
 
 
 @dataclass(frozen=True)
+class AddInto:
+    """`buffer` is a scatter's result: the kernel about to run adds into `destination` (the scatter's own
+    copy of its input, LoopNode.destination) in place, so `buffer` is that tensor under its own name."""
+
+    buffer: Buffer
+    destination: str
+
+
+@dataclass(frozen=True)
 class Launch:
     kernel: KernelSource
     config: dict
@@ -216,8 +228,8 @@ class Return:
     outputs: tuple  # ViewRef, or a Python constant
 
 
-Statement = Union[Comment, Unpack, Allocate, Reuse, WriteOver, WriteInPlace, Launch, CallExtern, CheckFresh,
-                  CheckKernel, Free, Return]
+Statement = Union[Comment, Unpack, Allocate, Reuse, WriteOver, WriteInPlace, AddInto, Launch, CallExtern,
+                  CheckFresh, CheckKernel, Free, Return]
 
 
 def host_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, backend: str,
@@ -250,6 +262,7 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
     over = dict(memory.written_over)
     over_donors = set(over.values())  # their storage lives on in the output written over them
     frees = dict(memory.frees)
+    scattered_into = {n.output.name: n.destination for n in graph.nodes if n.kind == "scatter"}
     for step, group in enumerate(sched.groups):
         if is_dead(group):
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}: nothing reads its result, no kernel"))
@@ -277,6 +290,11 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
             for name in group.materialized:
                 if name in in_place:  # shares the input's storage on purpose: no freshness check
                     out.append(WriteInPlace(buffers[name], in_place[name]))
+                    continue
+                if name in scattered_into:
+                    out.append(AddInto(buffers[name], scattered_into[name]))
+                    if check_memory:
+                        out.append(CheckFresh(name, (scattered_into[name],)))
                     continue
                 if name in over:
                     out.append(WriteOver(buffers[name], over[name]))
@@ -367,6 +385,9 @@ class _Printer:
         if isinstance(s, WriteInPlace):
             return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
                     f"{s.target} afterwards, a copy onto itself"]
+        if isinstance(s, AddInto):
+            return [f"{local(s.buffer.name)} = {local(s.destination)}  # the next kernel adds into {s.destination} "
+                    "in place (a scatter)"]
         if isinstance(s, Launch):
             return self.launch(s.kernel, s.config)
         if isinstance(s, CallExtern):

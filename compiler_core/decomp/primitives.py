@@ -96,6 +96,8 @@ OTHER: dict[str, str] = {
     "cast": "convert to another dtype (bool -> 0/1, float -> int truncates)",
     "constant": "a scalar literal",
     "index": "an index expression used as a value (arange)",
+    "scatter_add": "out = a copy of self, then for each element e of index: out[..., index[e], ...] += src[e] along "
+                   "dim, an atomic add, the position range-checked (fcompile::scatter_add; decomp/atomic_scatter.py)",
     "view": "no code: a new layout (sizes, strides, offset) over an existing buffer",
     "extern": "call PyTorch (matmul, convolution, and any op without a lowering)",
 }

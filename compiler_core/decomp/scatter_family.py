@@ -15,6 +15,11 @@ ATen's CPU loop does. It is (scattered elements) x (positions) work: nothing for
 bias table or a small gather's backward, ruinous for a graph network's scatter over 10^6 nodes, so
 above SHORT_SCATTER such a call stays PyTorch's. Indices are bounds-checked as ATen checks them
 (an index_select of the positions, which raises on an index out of range).
+
+Sums (scatter_add, index_add, put and index_put with accumulate, embedding's backward) have a second
+form, the atomic scatter (atomic_scatter.py): one add per scattered element, so no cap; taken above
+the cap and wherever the dense form is several times its work (see scatter_add). Its float sums
+come in a different order each run, as on eager CUDA.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 
+from compiler_core.decomp.atomic_scatter import atomic_cheaper, atomic_scatter_add
 from compiler_core.decomp.scans import SHORT_SCAN, extreme_identity
 
 aten = torch.ops.aten
@@ -134,16 +140,29 @@ def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any)
 
 
 def scatter_add(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
+    """Sums: the atomic scatter (atomic_scatter.py) where the dense form is over the cap or several times
+    the work, else the dense form (deterministic)."""
     dim = dim % max(self.dim(), 1)
-    if not (_supported(self, index, src) and _short(self, dim, index)):
+    if not _supported(self, index, src):
         return NotImplemented
+    short = _short(self, dim, index)
+    if not short or atomic_cheaper(self, dim, index):
+        summed = atomic_scatter_add(self, dim, index, src) if _static(self, index) else None
+        if summed is not None or not short:
+            return NotImplemented if summed is None else summed
     hits = _Hits(self, dim, index, src)
     return self + hits.fit(hits.reduce("sum"), 0)
+
+
+def _static(*tensors: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for t in tensors for s in t.shape)
 
 
 def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor, reduce: str, *,
                    include_self: bool = True) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
+    if reduce == "sum" and include_self:  # scatter_add itself: the atomic scatter where that is cheaper
+        return scatter_add(self, dim, index, src)
     if reduce not in REDUCTIONS or not (_supported(self, index, src) and _short(self, dim, index)):
         return NotImplemented
     return _combine(reduce, self, _Hits(self, dim, index, src), include_self)
@@ -174,7 +193,13 @@ def _index_op(scatter_form):
 
 def _scatter_add_scaled(self: torch.Tensor, dim: int, index: torch.Tensor, source: torch.Tensor, *,
                         alpha: Any = 1) -> torch.Tensor:
-    return scatter_add(self, dim, index, source if alpha == 1 else source * alpha)
+    if alpha == 1:
+        return scatter_add(self, dim, index, source)
+    # Eager's index_add with an alpha raises IndexError for a position out of range (scatter_add's check
+    # raises RuntimeError): checked here first, as index_select checks (a gather fused into the scatter).
+    size = self.shape[dim]
+    index = torch.arange(size, device=self.device).index_select(0, index.reshape(-1)).reshape(index.shape)
+    return scatter_add(self, dim, index, source * alpha)
 
 
 index_add = _index_op(_scatter_add_scaled)
@@ -330,14 +355,15 @@ def as_strided_scatter(input: torch.Tensor, src: torch.Tensor, size: list, strid
 def embedding_dense_backward(grad_output: torch.Tensor, indices: torch.Tensor, num_weights: int,
                              padding_idx: int, scale_grad_by_freq: bool) -> torch.Tensor:
     """The embedding table's gradient: each row sums the gradients of the tokens that read it (not
-    those of padding_idx). Small tables and token counts only (the cap): a real vocabulary times a
-    real batch of tokens stays PyTorch's call."""
+    those of padding_idx, whose gradient is zeroed by a `where` that fuses into the scatter's kernel).
+    A real vocabulary times a real batch of tokens is the atomic scatter (scatter_add says when);
+    scale_grad_by_freq (a count per row first) stays PyTorch's call."""
     if scale_grad_by_freq or indices.dtype != torch.int64 or grad_output.dim() != indices.dim() + 1:
         return NotImplemented
     width = grad_output.shape[-1]
     grads = grad_output.reshape(-1, width)
     rows = indices.reshape(-1)
-    if rows.numel() == 0 or rows.numel() * width * num_weights > SHORT_SCATTER:
+    if rows.numel() == 0:
         return NotImplemented
     grads = torch.where((rows == padding_idx).unsqueeze(1), 0, grads)
     table = grads.new_zeros(num_weights, width)

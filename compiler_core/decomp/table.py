@@ -179,6 +179,8 @@ POINTWISE_OPS = {
     aten.index_select: "index_select", aten.embedding: "embedding", aten.take: "take",
     # a loop per element (decomp/orthogonal.py: the orthogonal polynomials' recurrences)
     torch.ops.fcompile.three_term_recurrence: "recurrence",
+    # an accumulating indirect store (decomp/atomic_scatter.py): a loop over the source with atomic adds
+    torch.ops.fcompile.scatter_add: "scatter_add",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}

@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from compiler_core.ir.index import Index
-from compiler_core.ir.values import Value, format_value, loads
+from compiler_core.ir.values import IndirectIndex, Value, format_position, format_value, loads
 
 
 @dataclass(frozen=True)
@@ -117,7 +117,7 @@ class ViewRef:
 @dataclass(frozen=True)
 class LoopNode:
     name: str
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "extern" | "scatter"
     output: Buffer
     origins: tuple[str, ...]
     ranges: tuple[int, ...] = ()
@@ -140,13 +140,25 @@ class LoopNode:
     # every tensor input when the schema does not say).  The memory planner keeps them together.
     may_alias: tuple[str, ...] = ()
     source_fn: str = ""  # the user-level function it came from ("layer_norm", "gelu", "add"...)
+    # A scatter (kind "scatter"): for each x point of `ranges`, `body` is added (`accumulate`, "add") into
+    # output[store_index + sum(position * stride)], the positions read from index tensors and range-checked
+    # like an indirect load's. The output is `destination`'s storage (a copy of the scatter's `self` made by
+    # the node before it), updated in place: `may_alias` names it, so the memory planner keeps the two in
+    # one storage, and the scatter reads it, so the scheduler orders it after the copy.
+    scatter_positions: tuple[IndirectIndex, ...] = ()
+    destination: str = ""
+    accumulate: str = ""
 
     # Derived from the frozen fields and asked for in the scheduler's loops: computed once per node.
     @cached_property
     def reads(self) -> tuple[MemoryDep, ...]:
         if self.kind == "extern":
             return tuple(MemoryDep(b, Index.of(0)) for b in self.extern_inputs)
-        return tuple(dict.fromkeys(MemoryDep(ld.buffer, ld.index) for ld in loads(self.body)))
+        values = (self.body, *(t.value for t in self.scatter_positions))
+        deps = [MemoryDep(ld.buffer, ld.index) for v in values for ld in loads(v)]
+        if self.destination:  # read-modify-write of every element the positions reach
+            deps.append(MemoryDep(self.destination, Index.of(0)))
+        return tuple(dict.fromkeys(deps))
 
     @property
     def writes(self) -> tuple[MemoryDep, ...]:
@@ -165,6 +177,11 @@ class LoopNode:
             alias = f"; may alias {', '.join(self.may_alias)}" if self.may_alias else ""
             return f"{head}\n    extern {self.extern.target}  ({self.extern.reason}{alias})"
         loop = f"for x in {list(self.ranges)}"
+        if self.kind == "scatter":
+            target = f"{self.name}[{self.store_index}{format_position(self.scatter_positions)}]"
+            return (f"{head}\n    {self.name} = {self.destination}  (same storage, updated in place)\n    {loop}"
+                    f"\n    {target} {'+' if self.accumulate == 'add' else self.accumulate}= {format_value(self.body)}"
+                    "  (atomic)")
         if self.kind == "reduction":
             loop += f", r in {list(self.reduction_ranges)}: {self.reduction_type}"
         return f"{head}\n    {loop}\n    {self.name}[{self.store_index}] = {format_value(self.body)}"
@@ -262,7 +279,8 @@ class LoopGraph:
                 lines.append(f"  subgraph {quote('cluster_' + kernel)} {{ label={quote(kernel)}; style=dashed;")
                 indent = "    "
             for n in members:
-                what = n.extern.target if n.kind == "extern" else (n.reduction_type or "pointwise")
+                what = (n.extern.target if n.kind == "extern" else f"scatter ({n.accumulate})" if n.kind == "scatter"
+                        else (n.reduction_type or "pointwise"))
                 label = newline.join((n.name, what, str(list(n.output.layout.size))))
                 lines.append(f"{indent}{quote(n.output.name)} [shape=box, style=rounded, label={quote(label)}];")
             if kernel:

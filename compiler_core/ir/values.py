@@ -20,6 +20,7 @@ from compiler_core.ir.index import Index
 # Error codes of an index out of range (runtime/kernel_errors.ERRORS says which exception each is):
 INDEX_ERROR = 2  # IndexError, as eager's index, index_select, embedding and take raise
 GATHER_ERROR = 3  # RuntimeError, as eager's gather raises
+SCATTER_ERROR = 4  # RuntimeError, as eager's scatter_add and index_add raise
 
 
 @dataclass(frozen=True)
@@ -197,12 +198,19 @@ def format_value(value: Value) -> str:
     return _memoized(lambda v, recurse: _format(v, recurse))(value)
 
 
+def format_position(terms: tuple[IndirectIndex, ...]) -> str:
+    """The positions part of an indirect address, e.g. ` + 64*checked(arg1_1[x0], 5000)`."""
+    return _positions(terms, format_value)
+
+
+def _positions(terms: tuple[IndirectIndex, ...], format_value: Callable[[Value], str]) -> str:
+    return "".join(f" + {t.stride}*{'wrapped' if t.wrap else 'checked'}({format_value(t.value)}, {t.size})"
+                   for t in terms)
+
+
 def _format(value: Value, format_value: Callable[[Value], str]) -> str:
     if isinstance(value, Load):
-        offset = str(value.index)
-        for t in value.indirect:
-            offset += f" + {t.stride}*{'wrapped' if t.wrap else 'checked'}({format_value(t.value)}, {t.size})"
-        ref = f"{value.buffer}[{offset}]"
+        ref = f"{value.buffer}[{value.index}{_positions(value.indirect, format_value)}]"
         return ref if value.mask is None else f"masked({format_value(value.mask)}, {ref})"
     if isinstance(value, Constant):
         return repr(value.value)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from compiler_core.ir.values import GATHER_ERROR, INDEX_ERROR
+from compiler_core.ir.values import GATHER_ERROR, INDEX_ERROR, SCATTER_ERROR
 
 # fc_take_error() codes -> the exception eager PyTorch raises for the same input.
 ERRORS = {
@@ -19,6 +19,7 @@ ERRORS = {
     # A position read from an index tensor lies outside the dimension it indexes (ir.values.IndirectIndex).
     INDEX_ERROR: lambda: IndexError("index out of range in self"),  # index, index_select, embedding, take
     GATHER_ERROR: lambda: RuntimeError("index out of bounds for the dimension it gathers from"),  # gather
+    SCATTER_ERROR: lambda: RuntimeError("index out of bounds for the dimension it scatters into"),  # scatter_add
 }
 
 

@@ -11,7 +11,7 @@ class FusionGroup:
     """One kernel (or one extern call): loop nodes in execution order within the group."""
 
     name: str  # kernel name, e.g. "fused_amax_sub_exp_sum_div_0"
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "extern" | "scatter" (pointwise loop whose atomic adds end its writes)
     nodes: tuple[str, ...]  # LoopNode names
     x_ranges: tuple[int, ...]  # iteration space of the kernel (rows)
     r_ranges: tuple[int, ...]  # reduction space (per row); () for pointwise kernels

@@ -35,7 +35,7 @@ SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairw
 class _Group:
     members: list[str]  # topological order: members[0] is the earliest node
     space: Space
-    kind: str  # "pointwise" | "reduction" | "extern"
+    kind: str  # "pointwise" | "reduction" | "extern" | "scatter" (a pointwise loop with a scatter's atomic adds)
 
 
 FUSION_OFF = "fusion off (compile(..., fusion=False)): not merged"
@@ -191,6 +191,9 @@ class _Scheduler:
             ext = a if a.kind == "extern" else b
             return verdict(False, f"extern: {ext.members[0]} is an extern call "
                                   f"({self.nodes[ext.members[0]].extern.reason})")
+        refusal = self._scatter_refusal(a, b)
+        if refusal is not None:
+            return verdict(False, refusal)
         spaces = self._candidate_spaces(a, b)
         if not spaces:
             return verdict(False, _reduction_mismatch(a.space, b.space))
@@ -227,6 +230,27 @@ class _Scheduler:
         else:  # a broadcast or a slice: the other group's values are recomputed where they are read
             how = f"one iteration space ({space.describe()}; {other.describe()} recomputed where it is read)"
         return verdict(True, f"{how}, {kinds}{relation}", saved)
+
+    def _scatter_refusal(self, a: _Group, b: _Group) -> str | None:
+        """A scatter ends its kernel's writes to its buffer (kernel_plan's check says the same when a plan
+        is built; here it is said before any space is tried): its destination is made by an earlier
+        kernel, and what reads its result runs in a later one."""
+        for x, y in ((a, b), (b, a)):
+            if x.kind != "scatter":
+                continue
+            inside_y = set(y.members)
+            for m in x.members:
+                node = self.nodes[m]
+                if node.kind != "scatter":
+                    continue
+                if self.producer_of.get(node.destination) in inside_y:
+                    return (f"scatter: {m} adds into {node.destination}, which must be complete before the first "
+                            "add: another kernel writes it")
+                reader = next((r for r in self.readers.get(m, ()) if r in inside_y), None)
+                if reader is not None:
+                    return (f"scatter: {m} is complete only when its kernel ends (other programs add into the same "
+                            f"elements), so {reader}, which reads it, runs in a later kernel")
+        return None
 
     def _memory_refusal(self, a: _Group, b: _Group) -> str | None:
         """Why two groups may not share a kernel for memory's sake, or None.
@@ -401,7 +425,7 @@ class _Scheduler:
     # ---- merging and output -----------------------------------------------------------------
     def _merge(self, a: _Group, b: _Group) -> _Group:
         space = self.merged_space[(id(a), id(b))]
-        kind = "reduction" if space.is_reduction else "pointwise"
+        kind = "reduction" if space.is_reduction else "scatter" if "scatter" in (a.kind, b.kind) else "pointwise"
         merged = _Group(sorted(a.members + b.members, key=self.order.get), space, kind)
         for m in merged.members:
             self.group_of[m] = merged

@@ -23,10 +23,12 @@ from compiler_core.ir.index import Index, Var, floordiv, linear_index, mod
 from compiler_core.ir.values import (
     Constant,
     IndexValue,
+    IndirectIndex,
     Load,
     Op,
     ReductionResult,
     Value,
+    format_position,
     format_value,
     rebuild,
     subs_index,
@@ -84,6 +86,10 @@ def placement(node: LoopNode, space: Space) -> Optional[tuple[dict[str, Index], 
         return None
     shape = tuple(node.ranges)
     names = [f"x{i}" for i in range(len(shape))]
+    if node.kind == "scatter":
+        # Only its own loop: placing by index arithmetic inverts the output's layout, and a scatter's loop
+        # runs over its source elements, not over its output's.
+        return ({}, "row") if not space.is_reduction and shape == space.x else None
     if not space.is_reduction:
         if shape == space.x:
             return {}, "row"
@@ -172,6 +178,19 @@ class Step:
     # value made of earlier reductions' results (the mean: sum(value) / n), in the pass that computes
     # those: per lane a running count, mean and M2 (Welford), centred on `centre` once the pass is over
     centre: Optional[Value] = None
+    # A scatter's step (LoopNode kind "scatter"): `value` is added ("add") into store_buffer[store_index +
+    # sum(position * stride)] with an atomic add, the positions range-checked like an indirect load's.
+    accumulate: str = ""
+    store_positions: tuple[IndirectIndex, ...] = ()
+
+    def values(self) -> tuple[Value, ...]:
+        """Every value tree of the step: what it computes and the positions its store reads."""
+        return (self.value, *(t.value for t in self.store_positions))
+
+    def map_values(self, fn) -> "Step":
+        """The step with `fn` applied to its value and to each store position's value."""
+        positions = tuple(dataclasses.replace(t, value=fn(t.value)) for t in self.store_positions)
+        return dataclasses.replace(self, value=fn(self.value), store_positions=positions)
 
 
 INTEGER_DIVISION_OPS = ("floordiv", "truncdiv", "remainder", "fmod")
@@ -218,7 +237,14 @@ class KernelPlan:
     def reads_positions(self) -> bool:
         """Whether some load takes positions from an index tensor (gather, index, embedding): such a
         kernel can meet a position out of range, on which eager PyTorch raises."""
-        return any(isinstance(v, Load) and v.indirect for step in self.all_steps() for v in walk(step.value))
+        return any(step.store_positions or any(isinstance(v, Load) and v.indirect for v in walk(step.value))
+                   for step in self.all_steps())
+
+    @property
+    def scatters(self) -> bool:
+        """Whether some step adds into positions read from memory (a scatter kernel: codegen prints its
+        loop without vector pragmas and with atomic adds)."""
+        return any(step.accumulate for step in self.all_steps())
 
     def all_steps(self) -> tuple[Step, ...]:
         """The steps of this plan, or of all its segments."""
@@ -256,6 +282,10 @@ class KernelPlan:
                 elif step.reduction_type:
                     value = f"{step.reduction_type}({value})"
                 target = f"{step.store_buffer}[{step.store_index}]" if step.store_buffer else f"{step.node} (kept)"
+                if step.accumulate:
+                    target = f"{step.store_buffer}[{step.store_index}{format_position(step.store_positions)}]"
+                    lines.append(f"    {target} += {value}    # {step.node} (atomic {step.accumulate})")
+                    continue
                 lines.append(f"    {target} = {value}    # {step.node}")
         return "\n".join(lines)
 
@@ -303,6 +333,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
         if p is not None:
             placed[n] = p
     by_buffer = {nodes[n].output.name: nodes[n] for n in members}
+    _check_scatters([nodes[n] for n in members], by_buffer, space)
 
     resolved: dict[Load, Value] = {}  # each (buffer, index) is inlined once, however often it is read
     def in_bounds(load: Load) -> bool:
@@ -323,6 +354,9 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
 
         def load_in_kernel(v: Load, depth: int) -> Value:
             producer = by_buffer[v.buffer]
+            if producer.kind == "scatter":
+                raise PlanError(f"scatter: {producer.name} is complete only when its kernel ends (other programs "
+                                "add into the same elements), so nothing in that kernel may read it")
             if v.indirect:
                 raise PlanError(f"indirect read: {producer.name} is read at positions loaded from memory, which "
                                 "cannot be mapped back to its loop variables: it must be stored first")
@@ -356,11 +390,20 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     for n in members:
         node = nodes[n]
         is_stored = node.output.name in materialized
-        if node.kind == "pointwise" and not is_stored:
-            continue  # only ever inlined into consumers
+        if node.kind in ("pointwise", "scatter") and not is_stored:
+            continue  # a pointwise node not stored is inlined into its consumers; a scatter not stored, read by none
         mapping, scope = placed[n]
         value = resolve(subs_index(with_origins(node.body, node.origins), mapping, ranges))
         store_index = _store_in_space(node, mapping, ranges) if is_stored else None
+        if node.kind == "scatter":
+            if is_stored:
+                positions = tuple(dataclasses.replace(t, value=resolve(subs_index(with_origins(t.value, node.origins),
+                                                                                   mapping, ranges)))
+                                  for t in node.scatter_positions)
+                steps.append(Step(node=n, scope=scope, value=value, store_buffer=node.output.name,
+                                  store_index=store_index, store_dtype=node.output.dtype, origins=node.origins,
+                                  accumulate=node.accumulate, store_positions=positions))
+            continue
         # Two reductions of one value (layer norm's decomposition sums x twice) both stay here; the plan
         # pass merge_reductions (schedule/plan_passes.py) computes the second no more, and says so.
         steps.append(Step(node=n, scope=scope if node.kind == "pointwise" else "full", value=value,
@@ -370,6 +413,20 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
     plan = KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(), origins=origins)
     return _with_parameters(plan) if parameters else plan
+
+
+def _check_scatters(members: list[LoopNode], by_buffer: dict[str, LoopNode], space: Space) -> None:
+    """A scatter ends its kernel's writes to its buffer: its destination must be complete before any of
+    its adds (made by another kernel), and only a pointwise kernel's loop carries its atomic adds."""
+    for node in members:
+        if node.kind != "scatter":
+            continue
+        if space.is_reduction:
+            raise PlanError(f"scatter: {node.name} adds into positions read from memory; it runs in a pointwise "
+                            f"loop over its source elements, not in a reduction's space {space.describe()}")
+        if node.destination in by_buffer:
+            raise PlanError(f"scatter: {node.name} adds into {node.destination}, which must be complete before the "
+                            "first add: another kernel writes it")
 
 
 def group_plan(graph: LoopGraph, group) -> KernelPlan:
@@ -385,7 +442,7 @@ def _with_parameters(plan: KernelPlan) -> KernelPlan:
     variable inside the kernel.  `arguments` keeps the buffers to pass, in parameter order."""
     inputs: dict[str, torch.dtype] = {}
     for step in plan.steps:
-        for v in walk(step.value):
+        for v in (v for value in step.values() for v in walk(value)):
             if isinstance(v, Load):
                 inputs.setdefault(v.buffer, v.dtype)
     outputs = {s.store_buffer: s.store_dtype for s in plan.steps if s.store_buffer}
@@ -395,7 +452,7 @@ def _with_parameters(plan: KernelPlan) -> KernelPlan:
     def rename(v: Value) -> Value:
         return dataclasses.replace(v, buffer=param[v.buffer]) if isinstance(v, Load) else v
 
-    steps = tuple(dataclasses.replace(s, value=rebuild(s.value, rename),
+    steps = tuple(dataclasses.replace(s.map_values(lambda value: rebuild(value, rename)),
                                       store_buffer=param[s.store_buffer] if s.store_buffer else None)
                   for s in plan.steps)
     return dataclasses.replace(plan, steps=steps, inputs=tuple((param[b], dt) for b, dt in inputs.items()),
@@ -555,7 +612,7 @@ def can_write_over(plan: KernelPlan, donor: str, output: str, others_in_storage:
     (or repeats a load made there). No other buffer of the donor's storage may be read at all (a view
     would see the new values)."""
     donor_param, out_param = _parameter_of(plan, donor), _parameter_of(plan, output)
-    if donor_param is None or out_param is None:
+    if donor_param is None or out_param is None or plan.scatters:  # a scatter's positions: reads not walked here
         return False
     other_params = {_parameter_of(plan, b) for b in others_in_storage} - {None}
     store_at: Optional[tuple[int, int, Index]] = None  # (phase, position in plan.steps, index)

@@ -38,7 +38,10 @@ ACCUMULATING = "aten.addmm.default"
 
 
 def takes_storage(node: LoopNode, buf: Buffer) -> bool:
-    """Whether `buf`, made by `node`, may be placed in a storage the planner hands on."""
+    """Whether `buf`, made by `node`, may be placed in a storage the planner hands on. A scatter's output
+    never: it is its destination's storage, updated in place (LoopNode.destination)."""
+    if node.kind == "scatter":
+        return False
     if buf.kind == "kernel":
         return True
     return (buf.kind == "extern" and node.kind == "extern" and node.extern.target in OUT_VARIANTS

@@ -110,6 +110,23 @@ def describe_passes(records: tuple[PassRecord, ...]) -> str:
     return "\n".join(out)
 
 
+# ---- scatter order ------------------------------------------------------------------------------
+def scatter_order(plan: KernelPlan) -> KernelPlan:
+    """A note on a scatter kernel's atomic adds (decomp/atomic_scatter.py): float sums land in whatever
+    order the programs or threads reach an element, so their last bits may differ from run to run, as
+    on eager CUDA and in Inductor; integer sums are exact in any order. Changes nothing else."""
+    steps = [s for s in plan.steps if s.accumulate]
+    if not steps:
+        return plan
+    floats = [s.node for s in steps if s.store_dtype.is_floating_point]
+    if floats:
+        note = (f"scatter: {', '.join(floats)} add floats atomically, in the order the threads reach each element: "
+                "the last bits may differ between runs (as eager CUDA's scatter_add and embedding backward do)")
+    else:
+        note = f"scatter: {', '.join(s.node for s in steps)} add integers atomically: exact in any order"
+    return dataclasses.replace(plan, notes=plan.notes + (note,))
+
+
 # ---- simplification -----------------------------------------------------------------------------
 def simplify_plan(plan: KernelPlan) -> KernelPlan:
     """Every step's value (every segment's, in a horizontal kernel) through simplify_value; the note
@@ -138,8 +155,8 @@ def choose_loop_order(plan: KernelPlan) -> KernelPlan:
     in the logical (N, C, H, W) order; a channels-last output (C innermost in memory) was then written
     with stride C between neighbouring elements. Only when every store is a plain strided index of the
     x variables and all stores agree on the order; reductions and horizontal kernels keep theirs."""
-    if plan.is_reduction or plan.segments or len(plan.space.x) < 2:
-        return plan
+    if plan.is_reduction or plan.segments or len(plan.space.x) < 2 or plan.scatters:
+        return plan  # a scatter's adds land at positions read from memory: no store order to follow
     order: Optional[tuple[int, ...]] = None
     for step in plan.steps:
         if step.store_index is None:
@@ -208,8 +225,9 @@ def largest_index_value(plan: KernelPlan) -> int:
     largest = max(plan.xnumel, plan.rnumel)
     for step in plan.steps:
         if step.store_index is not None:
-            largest = max(largest, _magnitude(step.store_index, ranges))
-        for v in walk(step.value):
+            scattered = sum(t.size * abs(t.stride) for t in step.store_positions)
+            largest = max(largest, _magnitude(step.store_index, ranges) + scattered)
+        for v in (v for value in step.values() for v in walk(value)):
             if isinstance(v, Load):
                 # A gathered position p adds p * stride, p < size: the offset reaches index + size * stride.
                 gathered = sum(t.size * abs(t.stride) for t in v.indirect)

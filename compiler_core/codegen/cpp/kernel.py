@@ -12,6 +12,7 @@ import math
 import torch
 
 from compiler_core.codegen.artifacts import KernelSource
+from compiler_core.codegen.cpp.scatter import scatter_body
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
@@ -229,9 +230,11 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
              for note in plan.notes]
     lines = [f"// kernel {plan.name}", f"// source ops: {', '.join(plan.origins)}", *notes,
              f'extern "C" void {plan.name}({", ".join(params)}) {{']
-    if aliased and plan.is_reduction:
+    if aliased and (plan.is_reduction or plan.scatters):
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
-    if plan.segments:
+    if plan.scatters:
+        body = scatter_body(plan, CppPrinter(), store_statement, STORAGE_TYPE)
+    elif plan.segments:
         body = _segmented_body(plan, stores_last=bool(aliased))
     elif plan.is_reduction and plan.columns and len(plan.space.x) == 1:
         body = _column_reduction_body(plan)
@@ -240,7 +243,7 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
     lines += ["    " + ln for ln in body]
     lines.append("}")
     signature = plan.arguments
-    kind = "reduction" if plan.is_reduction else "pointwise"
+    kind = "reduction" if plan.is_reduction else "scatter" if plan.scatters else "pointwise"
     source, line_origins = split_origins(lines)
     return KernelSource(name=plan.name, backend="cpp", source=source, signature=signature,
                         grid=f"omp parallel over {plan.xnumel} rows" if plan.is_reduction else

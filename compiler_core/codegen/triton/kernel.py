@@ -24,6 +24,7 @@ from compiler_core.ir.index import Index, floordiv, mod
 from compiler_core.ir.values import (
     GATHER_ERROR,
     INDEX_ERROR,
+    SCATTER_ERROR,
     Cast,
     Constant,
     IndexValue,
@@ -47,7 +48,8 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 # A position read from an index tensor outside its dimension: eager CUDA's kernels stop with a
 # device-side assert; ours do the same, with eager's words for the error (runtime/kernel_errors.py).
 DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
-                          GATHER_ERROR: "index out of bounds for the dimension it gathers from"}
+                          GATHER_ERROR: "index out of bounds for the dimension it gathers from",
+                          SCATTER_ERROR: "index out of bounds for the dimension it scatters into"}
 ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keeping them, passed at launch
 # No multiply-add contracted into an FMA (compiler_core/runtime/cpp_build.py says why), in every launch.
 EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
@@ -582,7 +584,7 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
-    if aliased and plan.is_reduction:
+    if aliased and (plan.is_reduction or plan.scatters):
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.segments:
         lines += _segmented_kernel(plan, interpret, stores_last=bool(aliased))
@@ -607,9 +609,13 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
     source, line_origins = split_origins(lines)
     return KernelSource(name=plan.name, backend="triton", source=source, signature=plan.arguments,
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
-                        xnumel=plan.xnumel, kind="reduction" if plan.is_reduction else "pointwise",
+                        xnumel=plan.xnumel, kind=_kind(plan),
                         checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins,
                         index_dtype=plan.index_dtype)
+
+
+def _kind(plan: KernelPlan) -> str:
+    return "reduction" if plan.is_reduction else "scatter" if plan.scatters else "pointwise"
 
 
 def _numels(plan: KernelPlan) -> tuple[int, ...]:
@@ -654,7 +660,7 @@ def _flat_steps(plan: KernelPlan) -> list[Step]:
     out = []
     for s in plan.steps:
         store = s.store_index.subs(mapping, ranges) if s.store_index is not None else None
-        out.append(dataclasses.replace(s, value=subs_index(s.value, mapping, ranges), store_index=store))
+        out.append(dataclasses.replace(s.map_values(lambda v: subs_index(v, mapping, ranges)), store_index=store))
     return out
 
 
@@ -663,6 +669,23 @@ def _store(step: Step, value: str, mask: str, shape: str) -> str:
         value = f"tl.full({shape}, {value}, {register_dtype(step.value.dtype)})"
     cast = f".to({TL_TYPE[step.store_dtype]})" if step.store_dtype != torch.bool else ".to(tl.int1)"
     return f"tl.store({step.store_buffer} + {pointer_offset(step.store_index)}, ({value}){cast}, {mask})"
+
+
+def _atomic_add(printer: TritonPrinter, step: Step) -> str:
+    """A scatter's step: its value added into positions read from memory, one atomic add per lane (lanes of
+    one block may hit one element: a plain load-add-store would lose all but one). A lane whose position
+    is out of range adds nothing; the position check has flagged it (the runtime raises eager's error)."""
+    value = printer.emit(step.value)
+    if not _depends_on_position(step.value):
+        value = f"tl.full([XBLOCK], {value}, {register_dtype(step.value.dtype)})"
+    offset, lanes = pointer_offset(step.store_index), "xmask"
+    for t in step.store_positions:
+        raw = printer.emit(t.value)
+        checked = printer.named(printer.position(t, raw, None), t.value)
+        offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
+        lanes += f" & ({raw} >= 0) & ({raw} < {t.size})"
+    return (f"tl.atomic_add({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), "
+            f"mask={lanes}, sem=\"relaxed\")")
 
 
 def _depends_on_position(value: Value) -> bool:
@@ -675,7 +698,8 @@ def _pointwise_body(steps: list[Step], interpret: bool, stores_last: bool = Fals
     stores = []
     for s in steps:
         printer.origins = s.origins
-        stores.append(printer.mark(_store(s, printer.emit(s.value), "xmask", "[XBLOCK]")))
+        store = _atomic_add(printer, s) if s.accumulate else _store(s, printer.emit(s.value), "xmask", "[XBLOCK]")
+        stores.append(printer.mark(store))
         if not stores_last:
             printer.lines += stores
             stores = []
