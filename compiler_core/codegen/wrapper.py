@@ -283,7 +283,10 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
             out.append(CallExtern(node.extern.target, node.extern.args, node.extern.kwargs, slots,
                                   sequence=bool(node.result_slots), out_target=out_target))
             if check_memory:
-                out += [CheckFresh(b.name, same_storage(b.name) + ((over[b.name],) if b.name in over else ()))
+                # Written over a storage: every buffer of it may share it (a scatter's result lives in its
+                # destination's storage, and an addmm may accumulate into that result).
+                out += [CheckFresh(b.name, same_storage(b.name) + (tuple(members[storage_of[over[b.name]]])
+                                                                   if b.name in over else ()))
                         for b in slots if b is not None]
         else:
             out.append(Comment(f"{group.name}: {', '.join(group.origins)}"))
