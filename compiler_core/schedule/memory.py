@@ -96,7 +96,8 @@ def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int
         dying = dies_at.get(step, [])
         # Only a storage allocated as one buffer can be handed on whole: that buffer is its name.
         whole = [s for s in dying if s in buffers and buffers[s].kind in ("kernel", "extern")]
-        over = _written_over(graph, group, whole, members, buffers, maker, set(in_place)) if write_over else {}
+        over = (_written_over(graph, group, whole, members, buffers, maker, set(in_place), storage_of)
+                if write_over else {})
         for name in group.materialized:
             if name in in_place or not takes_storage(maker[name], buffers[name]):
                 continue  # lives in its input, or allocated by PyTorch inside the extern call
@@ -121,11 +122,12 @@ def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int
 
 
 def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, list[str]],
-                  buffers: dict[str, Buffer], maker: dict[str, LoopNode], elsewhere: set[str]) -> dict[str, str]:
+                  buffers: dict[str, Buffer], maker: dict[str, LoopNode], elsewhere: set[str],
+                  storage_of: dict[str, str]) -> dict[str, str]:
     """Outputs of `group` that its kernel may write over an input storage dying in it: output -> donor.
     `elsewhere`: outputs already placed (written into a graph input they update)."""
     if group.kind == "extern":
-        return _accumulated_over(graph, graph.node(group.nodes[0]), dying, buffers, elsewhere)
+        return _accumulated_over(graph.node(group.nodes[0]), dying, buffers, elsewhere, storage_of)
     if group.segments or not dying:  # a horizontal kernel: segments are not one plan
         return {}
     read = {b for n in group.nodes for b in graph.node(n).input_buffers}
@@ -148,8 +150,8 @@ def _written_over(graph: LoopGraph, group, dying: list[str], members: dict[str, 
     return chosen
 
 
-def _accumulated_over(graph: LoopGraph, node: LoopNode, dying: list[str], buffers: dict[str, Buffer],
-                      elsewhere: set[str]) -> dict[str, str]:
+def _accumulated_over(node: LoopNode, dying: list[str], buffers: dict[str, Buffer], elsewhere: set[str],
+                      storage_of: dict[str, str]) -> dict[str, str]:
     """An addmm whose addend dies in the call writes its result over the addend: `C = C + A @ B` in
     the library, each element of C read before it is written (schedule/accumulate.py makes these).
     Only a whole buffer laid out exactly as the result, in a storage neither factor reads."""
@@ -160,7 +162,6 @@ def _accumulated_over(graph: LoopGraph, node: LoopNode, dying: list[str], buffer
     addend, *factors = node.extern.args
     if not isinstance(addend, ViewRef):
         return {}
-    storage_of = graph.storage_of()
     # The addend may be a buffer sharing its storage with the one allocated for it (a scatter's
     # result lives in its destination's storage): the storage, named by that buffer, is the donor.
     storage = storage_of.get(addend.buffer)
