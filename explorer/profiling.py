@@ -27,6 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
+from compiler_core.analysis.traffic import group_bytes
 from compiler_core.codegen.wrapper import PUBLIC_FUNCTIONS
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.values import Op, walk
@@ -92,25 +93,6 @@ def node_flops(node: LoopNode) -> int:
     per_point = sum(1 for v in walk(node.body) if isinstance(v, Op))
     points = prod(node.ranges) * prod(node.reduction_ranges)
     return per_point * points + (points if node.kind in ("reduction", "scatter") else 0)  # a combine or an add
-
-
-def buffer_sizes(loops: LoopGraph) -> dict[str, int]:
-    sizes = {b.name: b.nbytes for b in loops.inputs}
-    for node in loops.nodes:
-        for buffer in (node.output, *node.extra_outputs):
-            sizes[buffer.name] = buffer.nbytes
-    return sizes
-
-
-def group_bytes(loops: LoopGraph, group: FusionGroup) -> int:
-    """Bytes a kernel reads from outside itself plus bytes it writes: the rule of
-    compiler_core.analysis.traffic.fused_graph_bytes, for one group."""
-    sizes = buffer_sizes(loops)
-    nodes = [loops.node(name) for name in group.nodes]
-    produced = {n.output.name for n in nodes} | {b.name for n in nodes for b in n.extra_outputs}
-    reads = {b for n in nodes for b in n.input_buffers if b not in produced}
-    writes = set(group.materialized) | (produced if group.kind == "extern" else set())
-    return sum(sizes.get(b, 0) for b in reads | writes)
 
 
 def is_copy(loops: LoopGraph, group: FusionGroup) -> bool:
