@@ -11,7 +11,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core.ir.index import Index
-from compiler_core.ir.values import Cast, Constant, Load, Op, format_value
+from compiler_core.ir.values import Cast, Constant, Load, Op, format_value, walk
 from compiler_core.schedule import simplify
 from compiler_core.schedule.plan_passes import describe_passes
 from compiler_core.schedule.simplify import simplify_value
@@ -96,12 +96,14 @@ def test_every_kernel_records_its_passes(backend):
     compiled(torch.randn(600, 80))
     for k in compiled.session.kernels:
         names = [r.name for r in k.passes]
-        expected = ["built", "merge reductions", "simplify", "loop order", "index width", "reduction layout"]
+        expected = ["built", "merge reductions", "simplify", "common subexpressions", "loop order", "index width",
+                    "reduction layout"]
         expected += ["reduction split", "online softmax", "welford"] if backend == "triton" else []
         assert names == expected, names
         assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
-        assert k.passes[0].changed and k.passes[4].changed  # the index width always adds its note
-        assert not k.passes[1].changed and not k.passes[3].changed  # one reduction; row-major stores
+        assert k.passes[0].changed and k.passes[5].changed  # the index width always adds its note
+        # one reduction; nothing written twice; row-major stores
+        assert not k.passes[1].changed and not k.passes[3].changed and not k.passes[4].changed
     (reduction,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
     log = describe_passes(reduction.passes)
     assert "== simplify\n   simplify: x * 1 -> x (1x)" in log
@@ -125,3 +127,21 @@ def test_layer_norm_sums_its_input_once_and_the_pass_says_so(backend):
     assert merge.changed and "merge reductions:" in kernel.plan.pretty()
     built = next(r for r in kernel.passes if r.name == "built")
     assert built.after.count("= sum(") > kernel.plan.pretty().count("= sum(")  # a sum fewer after the pass
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_an_expression_written_twice_is_one_value_of_the_plan_and_the_pass_says_so(backend):
+    """`(x * 2).exp()` twice in the source (two FX nodes, two equal trees once inlined): the common
+    subexpressions pass makes them one value of the plan, which both printers compute once, and logs it."""
+    def f(x):
+        return (x * 2).exp() + (x * 2).exp().sin()
+
+    x = torch.randn(64, 96)
+    compiled = cc.compile(f, backend=backend)
+    torch.testing.assert_close(compiled(x), f(x))
+    (kernel,) = compiled.session.kernels
+    exps = {id(v) for step in kernel.plan.steps for v in walk(step.value) if isinstance(v, Op) and v.op == "exp"}
+    assert len(exps) == 1, kernel.plan.pretty()
+    (note,) = [n for n in kernel.plan.notes if n.startswith("common subexpressions: ")]
+    assert "1 written more than once" in note and "exp(" in note and "(2 uses)" in note, note
+    assert "== common subexpressions\n   common subexpressions: 1 written" in describe_passes(kernel.passes)

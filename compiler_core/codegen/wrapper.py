@@ -43,6 +43,7 @@ from compiler_core.schedule.plan_passes import (
     choose_loop_order,
     choose_reduction_layout,
     choose_reduction_split,
+    common_subexpressions,
     merge_reductions,
     online_softmax,
     run_plan_passes,
@@ -89,6 +90,7 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
             plans.append(run_plan_passes(segmented_plan(group.name, parts), [("simplify", simplify_plan)]))
             continue
         passes = [("merge reductions", merge_reductions), ("simplify", simplify_plan),
+                  ("common subexpressions", common_subexpressions),
                   ("loop order", choose_loop_order), ("index width", choose_index_width)]
         if group.name in over:
             passes.append(("write over dying inputs", lambda plan, pairs=over[group.name]: _written_over(plan, pairs)))

@@ -43,7 +43,19 @@ from typing import Callable, Optional
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
-from compiler_core.ir.values import IndexValue, Load, Op, ReductionResult, Value, rebuild, subs_index, walk
+from compiler_core.ir.values import (
+    Cast,
+    IndexValue,
+    Load,
+    Op,
+    ReductionResult,
+    Value,
+    children,
+    format_value,
+    rebuild,
+    subs_index,
+    walk,
+)
 from compiler_core.schedule.kernel_plan import KernelPlan
 from compiler_core.schedule.simplify import simplify_value
 
@@ -146,6 +158,100 @@ def simplify_plan(plan: KernelPlan) -> KernelPlan:
         return plan
     rules = ", ".join(f"{rule} ({n}x)" for rule, n in sorted(counts.items()))
     return dataclasses.replace(out, notes=out.notes + (f"simplify: {rules}",))
+
+
+# ---- common subexpressions -------------------------------------------------------------------------
+def common_subexpressions(plan: KernelPlan) -> KernelPlan:
+    """Equal subexpressions of one pass over memory become one value: inlined producers read twice
+    (GELU's `x * 0.5` beside its derivative), a broadcast recomputed for each use. Each is one node of
+    the plan's values, so both printers compute it once per pass (their temporaries are per value) and
+    the note names the ones used most. Values of different passes stay apart: a reduction kernel's loop
+    and what it does after the loop are printed in different scopes."""
+    counts: Counter = Counter()
+    shown: dict[int, Value] = {}
+
+    def shared(p: KernelPlan) -> KernelPlan:
+        groups = p.phases() if p.is_reduction else [("loop", list(p.steps))]
+        steps = {}
+        for _, members in groups:
+            canonical = _Interner()
+            for step in members:
+                steps[id(step)] = step.map_values(canonical.value)
+            for value, uses in canonical.shared():
+                counts[id(value)] = uses
+                shown[id(value)] = value
+        return dataclasses.replace(p, steps=tuple(steps.get(id(s), s) for s in p.steps),
+                                   segments=tuple(shared(seg) for seg in p.segments))
+
+    out = shared(plan)
+    if not counts:
+        return plan
+    top = sorted(counts, key=lambda i: -counts[i])[:3]
+    examples = ", ".join(f"{_short_value(shown[i])} ({counts[i]} uses)" for i in top)
+    note = f"common subexpressions: {len(counts)} written more than once, now one value each: {examples}"
+    return dataclasses.replace(out, notes=out.notes + (note,))
+
+
+class _Interner:
+    """Rebuilds value trees so that equal subtrees are one object (hash-consing): children first, an
+    op's key is its kind, dtype and its (already unique) children's ids."""
+
+    def __init__(self):
+        self.unique: dict[tuple, Value] = {}
+        self.roots: Counter = Counter()  # id of a unique value -> steps whose value (or position) it is
+        self.keep: list[Value] = []  # the originals, alive while their ids are keys of `done`
+        self.done: dict[int, Value] = {}
+        self.merged: set[int] = set()  # ids of unique values that stand for more than one original
+
+    def value(self, root: Value) -> Value:
+        out = self._visit(root)
+        self.roots[id(out)] += 1
+        return out
+
+    def _visit(self, value: Value) -> Value:
+        hit = self.done.get(id(value))
+        if hit is not None:
+            return hit
+        self.keep.append(value)
+        if isinstance(value, Op):
+            args = tuple(self._visit(a) for a in value.args)
+            key = ("op", value.op, value.dtype, tuple(id(a) for a in args))
+            make = lambda: Op(value.op, args, value.dtype, value.origins)  # noqa: E731
+        elif isinstance(value, Cast):
+            arg = self._visit(value.arg)
+            key = ("cast", value.dtype, id(arg))
+            make = lambda: Cast(arg, value.dtype, value.origins)  # noqa: E731
+        else:  # a leaf: a load's mask and positions made unique first, then compared whole
+            leaf = value
+            if isinstance(leaf, Load) and leaf.mask is not None:
+                leaf = dataclasses.replace(leaf, mask=self._visit(leaf.mask))
+            if isinstance(leaf, Load) and leaf.indirect:
+                leaf = dataclasses.replace(leaf, indirect=tuple(dataclasses.replace(t, value=self._visit(t.value))
+                                                                for t in leaf.indirect))
+            key = ("leaf", leaf)
+            make = lambda: leaf  # noqa: E731
+        out = self.unique.get(key)
+        if out is None:
+            out = self.unique[key] = make()
+        else:
+            self.merged.add(id(out))  # a second object equal to one seen: one value from now on
+        self.done[id(value)] = out
+        return out
+
+    def shared(self) -> list[tuple[Value, int]]:
+        """The ops and casts this made one of several equal ones (an inlined producer read by two
+        consumers, `x * x` of an expression), with the places that read each now."""
+        uses = Counter(self.roots)
+        for v in self.unique.values():
+            for child in children(v):
+                uses[id(child)] += 1
+        return [(v, uses[id(v)]) for v in self.unique.values()
+                if isinstance(v, (Op, Cast)) and id(v) in self.merged and uses[id(v)] > 1]
+
+
+def _short_value(value: Value, limit: int = 48) -> str:
+    text = format_value(value)
+    return f"`{text}`" if len(text) <= limit else f"`{text[:limit - 3]}...`"
 
 
 # ---- loop order ---------------------------------------------------------------------------------
