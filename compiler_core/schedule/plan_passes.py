@@ -10,6 +10,8 @@ kernel before and after each one:
                             one's result: computed once, and every later step reads the first
     simplify                algebraic simplification and constant folding of every step's value,
                             exact rules only (schedule/simplify.py): no `x * 1.0` left in a kernel
+    common_subexpressions   equal subexpressions of one pass over memory (written twice in the source, or
+                            made twice by inlining) become one value of the plan, computed once
     choose_loop_order       a pointwise kernel's x dimensions in the order of its stores' strides, so a
                             channels-last or transposed output is written contiguously
     choose_index_width      int32 index arithmetic, or int64 when some offset or loop counter of the
