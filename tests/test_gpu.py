@@ -390,3 +390,21 @@ def test_welford_layer_norm_over_wide_rows_matches_eager_on_the_gpu(dtype):
     finite = [r for r in range(8) if r not in INF_ROWS]  # eager's var_mean gives an inf row a NaN mean
     torch.testing.assert_close(got[1][finite], expected[1][finite], equal_nan=True)
     assert any(n.startswith("welford") for k in compiled.session.kernels for n in k.plan.notes)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_erf_and_gelu_use_libdevice_on_the_gpu_and_match_eager(dtype):
+    """On a GPU erf is libdevice's (faster than the interpreter's polynomial in memory-bound kernels):
+    erf over a wide range with infinities and NaN, and GELU with its gradient, against eager."""
+    special = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan")])
+    x = torch.cat([torch.linspace(-8, 8, 100_000), special]).to("cuda", dtype)
+    compiled = cc.compile(torch.erf)
+    torch.testing.assert_close(compiled(x), torch.erf(x), equal_nan=True)
+    (kernel,) = compiled.session.kernels
+    assert "tl.erf(" in kernel.source and "_erf_f32(" not in kernel.source, kernel.source
+    h = torch.randn(64, 1024, device="cuda", dtype=dtype, requires_grad=True)
+    g = torch.randn_like(h)
+    gelu = cc.compile(lambda t: F.gelu(t))
+    (ours,) = torch.autograd.grad(gelu(h), h, g)
+    (expected,) = torch.autograd.grad(F.gelu(h), h, g)
+    torch.testing.assert_close(ours, expected)
