@@ -27,7 +27,7 @@ from typing import Any, Callable, Optional, Sequence
 
 import torch
 
-from compiler_core.analysis.traffic import group_bytes
+from compiler_core.analysis.traffic import buffer_sizes, group_bytes
 from compiler_core.codegen.wrapper import PUBLIC_FUNCTIONS
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.values import Op, walk
@@ -301,6 +301,7 @@ def _steps_of(session: CompileSession, record: GraphRecord, runs: list[list]) ->
     groups = record.schedule.groups
     loops = record.loops
     title = record_title(session, record)
+    sizes = buffer_sizes(loops)
     matched = [_events_by_group(groups, events) for events in runs]
     out = []
     for i, group in enumerate(groups):
@@ -309,12 +310,13 @@ def _steps_of(session: CompileSession, record: GraphRecord, runs: list[list]) ->
         computes = ", ".join(group.origins)
         if group.kind == "extern":
             flops = statistics.median([e[3] for e in mine]) if mine else 0
-            nbytes = statistics.median([e[4] for e in mine]) if mine else group_bytes(loops, group)
+            nbytes = statistics.median([e[4] for e in mine]) if mine else group_bytes(loops, group, sizes)
             out.append(StepCost(group.name, "ours", "extern", int(flops), int(nbytes), seconds, title, computes))
         else:
             flops = sum(node_flops(loops.node(n)) for n in group.nodes)
             kind = "copy" if is_copy(loops, group) else "kernel"
-            out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group), seconds, title, computes))
+            out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group, sizes), seconds, title,
+                                computes))
     return out
 
 
@@ -349,13 +351,15 @@ def _event_is(event: tuple, group: FusionGroup) -> bool:
 
 def steps_without_timing(session: CompileSession) -> tuple[StepCost, ...]:
     """FLOPs and bytes of every kernel from the artifacts alone (extern calls: bytes only)."""
-    out = []
+    out, sizes = [], {}
     for record, group in planned_steps(session):
         loops, title = record.loops, record_title(session, record)
+        if id(loops) not in sizes:  # one pass over a graph's buffers, not one per kernel
+            sizes[id(loops)] = buffer_sizes(loops)
         kind = "extern" if group.kind == "extern" else ("copy" if is_copy(loops, group) else "kernel")
         flops = 0 if group.kind == "extern" else sum(node_flops(loops.node(n)) for n in group.nodes)
-        out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group), None, title,
-                            ", ".join(group.origins)))
+        out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group, sizes[id(loops)]), None,
+                            title, ", ".join(group.origins)))
     return tuple(out)
 
 

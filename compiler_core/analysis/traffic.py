@@ -11,6 +11,7 @@ side is counted from the captured (torch-level) graph, which has no backward.
 
 from __future__ import annotations
 
+from math import prod
 from typing import Any
 
 import torch
@@ -87,7 +88,7 @@ def group_bytes(loops: LoopGraph, group: FusionGroup, sizes: dict[str, int] | No
         writes |= produced
     total = sum(sizes.get(b, 0) for b in (reads | writes) if b not in updated)
     for node in {id(n): n for n in updated.values()}.values():
-        touched = min(_numel(node.ranges), node.output.layout.numel) * node.output.dtype.itemsize
+        touched = min(prod(node.ranges), node.output.layout.numel) * node.output.dtype.itemsize
         total += 2 * touched  # each reached element read and written back
     return total
 
@@ -106,13 +107,6 @@ def buffer_sizes(loops: LoopGraph) -> dict[str, int]:
     for name, tensor in loops.constants.items():
         sizes.setdefault(name, tensor_bytes(tensor))
     return sizes
-
-
-def _numel(ranges) -> int:
-    total = 1
-    for r in ranges:
-        total *= int(r)
-    return total
 
 
 def _op_name(node: torch.fx.Node) -> str:
