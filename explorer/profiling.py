@@ -344,7 +344,7 @@ def _events_by_group(groups: Sequence[FusionGroup], events: list) -> list[Option
 def _event_is(event: tuple, group: FusionGroup) -> bool:
     kind, name = event[0], event[1]
     if group.kind == "extern":
-        wanted = group.name.removeprefix("extern_")
+        wanted = group.name.removeprefix("extern_").split("#", 1)[0]  # the 2nd mm call: "...default#2"
         return kind == "extern" and name.rsplit(".", 1)[0] == wanted.rsplit(".", 1)[0]
     return kind == "kernel" and name == group.name
 

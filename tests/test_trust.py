@@ -397,3 +397,36 @@ def test_every_extern_printed_as_torchs_function_dispatches_to_its_overload():
             if isinstance(g, torch.Tensor) and g.is_floating_point():
                 torch.testing.assert_close(g, e)
     assert callable_of("aten.sum.dim_IntList") == "torch.ops.aten.sum.dim_IntList"  # not listed: the overload
+
+
+# ---- names: every schedule group is named once ------------------------------------------------------
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_matmuls_of_one_op_at_different_depths_do_not_merge_dependent_kernels(backend):
+    """Extern calls of one op used to share a group name; horizontal fusion keyed levels by name, so
+    the shallow `p1 @ w4` overwrote the deep `p2 @ w3`'s level, `cos(m3)` was merged with `relu`, which
+    it depends on, and the whole graph ran in eager (transformers' Falcon and StableLM)."""
+    def f(x, w1, w3, w4):
+        p1 = torch.sin(x)
+        p2 = torch.relu(p1 @ w1)
+        m3 = p2 @ w3
+        m4 = p1 @ w4
+        return torch.cos(m3) + m4
+
+    args = [torch.randn(16, 16) for _ in range(4)]
+    compiled = cc.compile(f, backend=backend)
+    _assert_same(compiled(*args), f(*args))
+    record = compiled.session.graphs[0]
+    assert not record.fell_back, record.fallback_reason
+    names = [g.name for g in record.schedule.groups]
+    assert names.count("extern_aten.mm.default") == 1 and "extern_aten.mm.default#3" in names, names
+
+
+def test_a_schedule_with_a_group_name_twice_is_refused():
+    from compiler_core.schedule.artifacts import FusionGroup, Schedule
+
+    mm = FusionGroup("extern_aten.mm.default", "extern", ("buf0",), (), (), ("buf0",), (), ("mm",))
+    twin = FusionGroup("extern_aten.mm.default", "extern", ("buf1",), (), (), ("buf1",), (), ("mm_1",))
+    with pytest.raises(ValueError, match="two groups named 'extern_aten.mm.default'"):
+        Schedule(groups=(mm, twin), decisions=())
+    numbered = Schedule.numbered((mm, twin), ())
+    assert [g.name for g in numbered.groups] == ["extern_aten.mm.default", "extern_aten.mm.default#2"]

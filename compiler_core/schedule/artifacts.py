@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -10,7 +11,7 @@ from functools import cached_property
 class FusionGroup:
     """One kernel (or one extern call): loop nodes in execution order within the group."""
 
-    name: str  # kernel name, e.g. "fused_amax_sub_exp_sum_div_0"
+    name: str  # kernel name, e.g. "fused_amax_sub_exp_sum_div_0"; "extern_aten.mm.default#2": the 2nd mm call
     kind: str  # "pointwise" | "reduction" | "extern" | "scatter" (pointwise loop whose atomic adds end its writes)
     nodes: tuple[str, ...]  # LoopNode names
     x_ranges: tuple[int, ...]  # iteration space of the kernel (rows)
@@ -47,8 +48,36 @@ class FusionDecision:
 
 @dataclass(frozen=True)
 class Schedule:
+    """Groups in execution order, each named once: the stages after scheduling (horizontal fusion,
+    kernel plans, the host program, the checker, the explorer) look groups up by name, and two extern
+    calls of one op that shared a name once merged a kernel with one that depended on it (Falcon's
+    whole forward then ran in eager). Build one with `Schedule.numbered`, which numbers repeated
+    extern calls; a schedule with a name twice is refused here."""
+
     groups: tuple[FusionGroup, ...]
     decisions: tuple[FusionDecision, ...]
+
+    def __post_init__(self):
+        seen: set[str] = set()
+        for g in self.groups:
+            if g.name in seen:
+                raise ValueError(f"schedule has two groups named {g.name!r}: group names must be unique")
+            seen.add(g.name)
+
+    @classmethod
+    def numbered(cls, groups: tuple[FusionGroup, ...], decisions: tuple[FusionDecision, ...]) -> "Schedule":
+        """A schedule of `groups` (in execution order) whose extern calls of one op are named
+        `extern_aten.mm.default`, `extern_aten.mm.default#2`, ... in the order they run."""
+        calls: dict[str, int] = {}
+        named = []
+        for g in groups:
+            if g.kind == "extern":
+                base = g.name.split("#", 1)[0]
+                calls[base] = calls.get(base, 0) + 1
+                name = base if calls[base] == 1 else f"{base}#{calls[base]}"
+                g = g if name == g.name else dataclasses.replace(g, name=name)
+            named.append(g)
+        return cls(groups=tuple(named), decisions=decisions)
 
     @property
     def kernel_count(self) -> int:

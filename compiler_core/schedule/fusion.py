@@ -58,7 +58,7 @@ def ordered_for_memory(graph: LoopGraph, sched: Schedule) -> Schedule:
     if order == list(range(len(sched.groups))):
         return sched
     groups = tuple(renumbered(sched.groups[i], position, graph, kernel_name) for position, i in enumerate(order))
-    return Schedule(groups=groups, decisions=sched.decisions)
+    return Schedule.numbered(groups, sched.decisions)
 
 
 class _Scheduler:
@@ -138,8 +138,8 @@ class _Scheduler:
                 self.decisions[(tuple(a.members), tuple(b.members))] = FusionDecision(
                     decision.first, decision.second, True, True, decision.reason, decision.bytes_saved)
                 touched |= {id(a), id(b), id(self._merge(a, b))}
-        return Schedule(groups=tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
-                        decisions=tuple(self.decisions.values()))
+        return Schedule.numbered(tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
+                                 tuple(self.decisions.values()))
 
     @property
     def groups(self) -> list[_Group]:

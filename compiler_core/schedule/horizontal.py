@@ -49,8 +49,8 @@ def fuse_horizontally(graph: LoopGraph, sched: Schedule, kernel_name) -> Schedul
     for g in groups:
         temporary = sum(buffer_bytes.get(b, 0) for b in g.materialized if b not in outputs)
         if g.kind == "pointwise" and g.materialized and temporary <= MAX_TEMPORARY_BYTES:
-            by_level.setdefault(level[g.name], []).append(g)
-    replaced: dict[str, FusionGroup] = {}  # old group name -> the group that now computes it
+            by_level.setdefault(level[id(g)], []).append(g)
+    replaced: dict[int, FusionGroup] = {}  # id of an old group -> the group that now computes it
     decisions = list(sched.decisions)
     for members in by_level.values():
         for batch in _batches(graph, members):
@@ -58,26 +58,28 @@ def fuse_horizontally(graph: LoopGraph, sched: Schedule, kernel_name) -> Schedul
                 continue
             merged, why = _merge(graph, batch)
             for g in batch:
-                replaced[g.name] = merged
+                replaced[id(g)] = merged
             decisions += [FusionDecision(batch[0].nodes, g.nodes, True, True, why, 0) for g in batch[1:]]
     if not replaced:
         return sched
-    kept = [g for g in groups if g.name not in replaced]
+    kept = [g for g in groups if id(g) not in replaced]
     kept += list({id(g): g for g in replaced.values()}.values())
     ordered = _topological(graph, kept)
     renamed = tuple(renumbered(g, i, graph, kernel_name) for i, g in enumerate(ordered))
-    return Schedule(groups=renamed, decisions=tuple(decisions))
+    return Schedule.numbered(renamed, tuple(decisions))
 
 
-def _levels(graph: LoopGraph, groups: list[FusionGroup]) -> dict[str, int]:
-    """Group -> length of the longest chain of groups before it (groups come in execution order)."""
+def _levels(graph: LoopGraph, groups: list[FusionGroup]) -> dict[int, int]:
+    """id(group) -> length of the longest chain of groups before it (groups come in execution order).
+    Keyed by identity, not name: a level keyed by a name two extern calls shared was overwritten by
+    the shallower call, and a kernel then merged with one it depends on."""
     producers = graph.producers()
-    group_of = {n: g.name for g in groups for n in g.nodes}
-    level: dict[str, int] = {}
+    group_of = {n: id(g) for g in groups for n in g.nodes}
+    level: dict[int, int] = {}
     for g in groups:
         before = {group_of[producers[b].name] for n in g.nodes for b in graph.node(n).input_buffers
-                  if b in producers} - {g.name}
-        level[g.name] = 1 + max((level[p] for p in before), default=-1)
+                  if b in producers} - {id(g)}
+        level[id(g)] = 1 + max((level[p] for p in before), default=-1)
     return level
 
 

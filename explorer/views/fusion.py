@@ -157,13 +157,10 @@ def kernel_clusters(record: GraphRecord) -> tuple[dict[str, str], dict[str, str]
     clusters: dict[str, str] = {}
     colors: dict[str, str] = {}
     kernel_index = 0
-    calls: dict[str, int] = {}
     for group in record.schedule.groups:
         if group.kind == "extern":
-            # Extern calls of one op share a name: number them, or every matmul would be one box.
-            calls[group.name] = calls.get(group.name, 0) + 1
-            label, color = f"extern: {group.name}" + (f" #{calls[group.name]}" if calls[group.name] > 1 else ""), \
-                EXTERN_COLOR
+            # Repeated calls of one op are numbered in their names ("extern_aten.mm.default#2"): one box each.
+            label, color = f"extern: {group.name}", EXTERN_COLOR
         else:
             label, color = group.name, PALETTE[kernel_index % len(PALETTE)]
             kernel_index += 1
