@@ -28,7 +28,7 @@ from compiler_core.schedule.memory_order import GraphMemory, memory_order, memor
 
 # A fusion may raise the simulated memory peak by this fraction of it and still be taken.
 PEAK_TOLERANCE = 1 / 64
-SIBLING_LIMIT = 8  # sibling groups of one buffer and one space considered pairwise; more: neighbours only
+SIBLING_LIMIT = 8  # sibling groups of one buffer and one element count considered pairwise; more: neighbours only
 
 
 @dataclass
@@ -44,27 +44,56 @@ FUSION_OFF = "fusion off (compile(..., fusion=False)): not merged"
 def schedule(graph: LoopGraph, fusion: bool = True) -> Schedule:
     """Vertical and sibling fusion (this module), then horizontal fusion of what stays independent.
     `fusion=False`: one group per node; each candidate pair is still evaluated and logged, legal or
-    not, with FUSION_OFF before its reason, never taken (and nothing is merged horizontally)."""
-    scheduled = _Scheduler(graph, fusion).run()
+    not, with FUSION_OFF before its reason, never taken (and nothing is merged horizontally).
+
+    Siblings over other iteration spaces (a pointwise reader beside a column sum of the same
+    elements) are merged, then checked against the whole schedule's simulated peak: such a merge moves
+    a kernel to where the other group's inputs are ready, which the round-by-round memory check
+    (`_memory_refusal`) does not see in the final order. gpt_block's bf16 backward on the H200 planned
+    208 MiB with them against 194 without, and held 56 MiB more beside cuDNN attention's workspace,
+    while on the CPU the same merges saved a kernel each and 1 MiB. So when any was taken, the schedule
+    without them is made too, and the one with the lower simulated peak is kept (ties: fewer kernels)."""
+    scheduler = _Scheduler(graph, fusion)
+    chosen, peak = _finished(graph, scheduler.run(), fusion)
+    if scheduler.cross_space_merges:
+        without, peak_without = _finished(graph, _Scheduler(graph, fusion, cross_space_siblings=False).run(), fusion)
+        if peak_without < peak:
+            note = (f"memory: not taken; the schedule with {len(scheduler.cross_space_merges)} merge(s) of "
+                    f"siblings over other iteration spaces peaks at {_mib(peak)}, without them at "
+                    f"{_mib(peak_without)}")
+            dropped = tuple(FusionDecision(d.first, d.second, d.legal, False, f"{note}; {d.reason}", d.bytes_saved)
+                            for d in scheduler.cross_space_merges)
+            chosen = Schedule(groups=without.groups, decisions=without.decisions + dropped)
+    return chosen
+
+
+def _finished(graph: LoopGraph, scheduled: Schedule, fusion: bool) -> tuple[Schedule, int]:
     if fusion:
         scheduled = fuse_horizontally(graph, scheduled, kernel_name)
-    return ordered_for_memory(graph, scheduled)
+    return _ordered(graph, scheduled)
 
 
 def ordered_for_memory(graph: LoopGraph, sched: Schedule) -> Schedule:
     """`sched` with its steps in the order of lowest simulated memory peak (memory_order.py); the
     kernels are renamed so their numbers follow the new order."""
-    order, _ = memory_order(graph, [(g.nodes, g.materialized) for g in sched.groups])
+    return _ordered(graph, sched)[0]
+
+
+def _ordered(graph: LoopGraph, sched: Schedule) -> tuple[Schedule, int]:
+    order, peak = memory_order(graph, [(g.nodes, g.materialized) for g in sched.groups])
     if order == list(range(len(sched.groups))):
-        return sched
+        return sched, peak
     groups = tuple(renumbered(sched.groups[i], position, graph, kernel_name) for position, i in enumerate(order))
-    return Schedule.numbered(groups, sched.decisions)
+    return Schedule.numbered(groups, sched.decisions), peak
 
 
 class _Scheduler:
-    def __init__(self, graph: LoopGraph, fusion: bool = True):
+    def __init__(self, graph: LoopGraph, fusion: bool = True, cross_space_siblings: bool = True):
         self.graph = graph
         self.fusion = fusion
+        # Siblings are paired by element count (True) or only within one iteration space (False).
+        self.cross_space_siblings = cross_space_siblings
+        self.cross_space_merges: list[FusionDecision] = []  # sibling merges taken across spaces
         self.order = {n.name: i for i, n in enumerate(graph.nodes)}
         self.nodes = {n.name: n for n in graph.nodes}
         self.producer_of = {b: n.name for b, n in graph.producers().items()}
@@ -137,6 +166,8 @@ class _Scheduler:
                     continue
                 self.decisions[(tuple(a.members), tuple(b.members))] = FusionDecision(
                     decision.first, decision.second, True, True, decision.reason, decision.bytes_saved)
+                if (id(a), id(b)) in self._siblings and a.space != b.space:
+                    self.cross_space_merges.append(decision)
                 touched |= {id(a), id(b), id(self._merge(a, b))}
         return Schedule.numbered(tuple(self._finish(g, i) for i, g in enumerate(self._ordered_groups())),
                                  tuple(self.decisions.values()))
@@ -150,8 +181,10 @@ class _Scheduler:
         self.position = {id(g): i for i, g in enumerate(self.topo)}
 
     def _candidate_pairs(self) -> list[tuple[_Group, _Group]]:
-        """Producer/consumer pairs, then siblings: groups of one iteration space reading a common
-        buffer (fusing them reads it once)."""
+        """Producer/consumer pairs, then siblings: groups reading a common buffer (fusing them reads it
+        once) over the same number of elements. Their spaces may differ: a pointwise reader of [rows,
+        cols] and a column sum over it (a layer norm's input gradient beside its weight's) fuse with
+        the pointwise nodes placed into the reduction's loops by index arithmetic."""
         group_of = self.group_of
         pairs, seen = [], set()
 
@@ -164,11 +197,11 @@ class _Scheduler:
             for reader in sorted(readers, key=self.order.get):
                 add(group_of[producer], group_of[reader])
         for reader_nodes in self.buffer_readers.values():
-            by_space: dict[Space, list[_Group]] = {}
+            by_numel: dict[int | Space, list[_Group]] = {}
             for g in {id(group_of[n]): group_of[n] for n in reader_nodes}.values():
                 if g.kind != "extern":
-                    by_space.setdefault(g.space, []).append(g)
-            for groups in by_space.values():
+                    by_numel.setdefault(_numel(g.space) if self.cross_space_siblings else g.space, []).append(g)
+            for groups in by_numel.values():
                 groups.sort(key=lambda g: self.order[g.members[0]])
                 if len(groups) <= SIBLING_LIMIT:
                     for i, a in enumerate(groups):
