@@ -42,4 +42,17 @@ def nll_loss_backward(grad_output: torch.Tensor, self: torch.Tensor, target: tor
     return torch.where(hit, -grad_output, 0).to(self.dtype)
 
 
-LOSSES = {aten.nll_loss_backward.default: nll_loss_backward}
+def nll_loss2d_forward(self: torch.Tensor, target: torch.Tensor, weight: Optional[torch.Tensor], reduction: int,
+                       ignore_index: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cross-entropy over (N, C, H, W) logits (segmentation heads): the (N*H*W, C) case of the 1-d loss,
+    whose reference (a gather of each row's target) is in table.py's list."""
+    if self.dim() != 4 or target.dim() != 3:
+        return NotImplemented
+    rows = self.permute(0, 2, 3, 1).reshape(-1, self.shape[1])
+    out, total_weight = aten.nll_loss_forward(rows, target.reshape(-1), weight, reduction, ignore_index)
+    return (out.reshape(target.shape) if reduction == 0 else out), total_weight
+
+
+# The backward above takes the classes along dim 1 whatever the rank: (N, C, H, W) logits as (N, C).
+LOSSES = {aten.nll_loss_backward.default: nll_loss_backward, aten.nll_loss2d_backward.default: nll_loss_backward,
+          aten.nll_loss2d_forward.default: nll_loss2d_forward}

@@ -236,9 +236,19 @@ def put(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulat
 
 
 def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
-    """Integer index tensors on the leading dims (no gaps): an embedding table's or bias table's rows,
-    max_unpool's (batch, channel, position). Each index is bounds-checked against its own dim, then
-    the positions are linearized over those dims and scattered along one flattened dim."""
+    """Integer index tensors on adjacent dims: an embedding table's or bias table's rows, max_unpool's
+    (batch, channel, position), a bilinear upsample's backward (`grad[:, :, ys, xs] += values`). Each
+    index is bounds-checked against its own dim, then the positions are linearized over those dims and
+    scattered along one flattened dim. Indexed dims after unindexed ones (`None` first) are moved to the
+    front, and the result moved back."""
+    indices = list(indices)
+    while indices and indices[-1] is None:  # x[i, None...] is x[i]
+        indices.pop()
+    skipped = 0
+    while skipped < len(indices) and indices[skipped] is None:
+        skipped += 1
+    if skipped:
+        return _index_put_after(self, skipped, indices[skipped:], values, accumulate)
     count = len(indices)
     if count == 0 or count > self.dim() or any(i is None or i.dtype not in (torch.int64, torch.int32)
                                                 for i in indices):
@@ -260,6 +270,29 @@ def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulat
     along = _along(linear, 0, values)
     out = scatter_add(flat, 0, along, values) if accumulate else scatter_src(flat, 0, along, values)
     return out if out is NotImplemented else out.reshape(self.shape)
+
+
+def _index_put_after(self: torch.Tensor, skipped: int, indices: list, values: torch.Tensor,
+                     accumulate: bool) -> torch.Tensor:
+    """index_put with `skipped` unindexed leading dims: the indexed dims first (the tensors' positions
+    then lead, as index_put on leading dims wants), the values' dims alike, and back."""
+    count = len(indices)
+    if count == 0 or skipped + count > self.dim() or any(i is None for i in indices):
+        return NotImplemented  # a gap between indexed dims puts the result's dims first: not handled
+    ndim = self.dim()
+    indexed = list(range(skipped, skipped + count))
+    order = indexed + [d for d in range(ndim) if d not in indexed]
+    positions = torch.broadcast_shapes(*(i.shape for i in indices))
+    before, after = self.shape[:skipped], self.shape[skipped + count:]
+    values = values.expand(*before, *positions, *after)
+    width = len(positions)
+    value_order = (list(range(skipped, skipped + width)) + list(range(skipped))
+                   + list(range(skipped + width, values.dim())))
+    moved = index_put(self.permute(order), indices, values.permute(value_order), accumulate)
+    if moved is NotImplemented:
+        return NotImplemented
+    back = [order.index(d) for d in range(ndim)]
+    return moved.permute(back).contiguous()
 
 
 def _unsafe_index_put(self: torch.Tensor, indices: list, values: torch.Tensor,

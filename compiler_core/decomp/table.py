@@ -33,6 +33,7 @@ from compiler_core.decomp.sorting import SORTING
 from compiler_core.decomp.special import SPECIAL
 from compiler_core.decomp.special_float64 import SPECIAL_FLOAT64
 from compiler_core.decomp.upsample_aa import UPSAMPLE_AA
+from compiler_core.decomp.weight_norm import WEIGHT_NORM
 
 aten = torch.ops.aten
 prims = torch.ops.prims
@@ -64,6 +65,9 @@ DECOMPOSE = [
     # reductions and normalisations over the reductions we lower
     aten.count_nonzero, aten.all, aten.any, aten.aminmax, aten.nansum, aten._native_batch_norm_legit_functional,
     aten.native_batch_norm, aten.native_group_norm, aten.addmv, aten.addr, aten.vdot, aten.dist, aten.renorm,
+    # group norm's backward (HuBERT's feature encoder) and weight norm's forward (wav2vec2's positional
+    # convolution; its backward is ours: weight_norm.py): per-group and per-channel sums, pointwise math
+    aten.native_group_norm_backward, aten._weight_norm_interface,
     # torch's references over what we lower (views, index arithmetic, pointwise math), each checked on
     # every OpInfo sample by the sweep; none appears in the model zoo's graphs
     aten.linalg_cross, aten.block_diag, aten.reflection_pad1d, aten.reflection_pad2d,
@@ -95,7 +99,7 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
