@@ -95,3 +95,37 @@ def test_index_put_on_later_dims_matches_eager(indices):
     torch.testing.assert_close(compiled(base, values), f(base, values))
     fallbacks = compiled.session.stats["fallback_ops"]
     assert fallbacks == ([] if indices == "trailing" else ["aten.index_put.default"]), fallbacks
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_the_same_ops_on_cuda(dtype):
+    """Each case above on the GPU, in fp32 and bf16 (bf16 against eager's bf16, within bf16's rounding)."""
+    tol = dict(rtol=1e-4, atol=1e-5) if dtype == torch.float32 else dict(rtol=3e-2, atol=3e-2)
+    conv = nn.utils.parametrizations.weight_norm(nn.Conv1d(16, 32, 5, padding=2), dim=2).cuda().to(dtype)
+    gn = nn.GroupNorm(4, 32).cuda().to(dtype)
+    target = torch.randint(0, 8, (4, 16, 16), device="cuda")
+    target[0, :3] = -100
+
+    def f(x, logits):
+        h = gn(conv(x))
+        up = F.interpolate(h.unsqueeze(1), size=(48, 96), mode="bilinear", align_corners=False)
+        return up.float().square().mean() + F.cross_entropy(logits.float(), target)
+
+    x = torch.randn(4, 16, 64, device="cuda", dtype=dtype, requires_grad=True)
+    logits = torch.randn(4, 8, 16, 16, device="cuda", dtype=dtype, requires_grad=True)
+    params = [x, logits, *conv.parameters(), *gn.parameters()]
+
+    def step(fn):
+        for p in params:
+            p.grad = None
+        loss = fn(x, logits)
+        loss.backward()
+        return [loss.detach()] + [p.grad.clone() for p in params]
+
+    expected = step(f)
+    compiled = cc.compile(f)
+    for got, want in zip(step(compiled), expected, strict=True):
+        torch.testing.assert_close(got, want, **tol)
+    assert compiled.session.stats["fallback_ops"] == []

@@ -173,6 +173,21 @@ def gpt_neox(size: str, device, dtype, mask: bool = True) -> ZooCase:
     return ZooCase(model, {**inputs, "labels": labels}, _lm_loss)
 
 
+def falcon(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    # Multi-query attention (one key/value head) and attention parallel to the MLP, rotary, no biases.
+    # Its many matmuls of one op once shared a kernel name, and horizontal fusion then merged a kernel
+    # with one it depends on: the whole forward fell back to eager (fourteenth session).
+    cfg = tf.FalconConfig(vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers,
+                          num_attention_heads=s.heads, multi_query=True, parallel_attn=True, bias=False,
+                          max_position_embeddings=s.seq, hidden_dropout=0.0, attention_dropout=0.0,
+                          use_cache=False, **_SPECIAL)
+    model = _finish(tf.FalconForCausalLM(cfg), device, dtype)
+    inputs, labels = _text_inputs(s, device, mask, torch.Generator().manual_seed(SEED))
+    return ZooCase(model, {**inputs, "labels": labels}, _lm_loss)
+
+
 # ---- text encoders -------------------------------------------------------------------------------
 
 def bert(size: str, device, dtype, mask: bool = True) -> ZooCase:
@@ -319,6 +334,46 @@ def whisper_encoder(size: str, device, dtype, mask: bool = True) -> ZooCase:
     return _with_probes(model, inputs, ("last_hidden_state",), device, dtype)
 
 
+def wav2vec2(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    small = size == "small"
+    # A convolutional feature encoder with LayerNorm, a weight-normed grouped positional convolution
+    # (weight norm's forward and backward) and pre-norm transformer layers. The raw audio is as long
+    # as makes `seq` frames after the two strided convolutions.
+    cfg = tf.Wav2Vec2Config(hidden_size=s.hidden, num_hidden_layers=s.layers, num_attention_heads=s.heads,
+                            intermediate_size=2 * s.hidden, conv_dim=(32, 32) if small else (512, 512),
+                            conv_stride=(5, 2), conv_kernel=(10, 3), num_conv_pos_embeddings=16 if small else 128,
+                            num_conv_pos_embedding_groups=4 if small else 16, feat_extract_norm="layer",
+                            do_stable_layer_norm=True, hidden_dropout=0.0, activation_dropout=0.0,
+                            attention_dropout=0.0, feat_proj_dropout=0.0, final_dropout=0.0, layerdrop=0.0,
+                            mask_time_prob=0.0, mask_feature_prob=0.0)
+    model = _finish(tf.Wav2Vec2Model(cfg), device, dtype)
+    gen = torch.Generator().manual_seed(SEED)
+    inputs = {"input_values": _random(gen, (s.batch, 10 * s.seq + 10), device, dtype)}
+    return _with_probes(model, inputs, ("last_hidden_state", "extract_features"), device, dtype)
+
+
+def segformer(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    small = size == "small"
+    # Overlapping patch embeddings, spatial-reduction attention, depthwise-convolution MLPs, and the
+    # decode head's bilinear upsampling to the labels' size with a per-pixel cross-entropy (the
+    # upsample's backward scatters into trailing dims; 2-d nll_loss).
+    cfg = tf.SegformerConfig(num_encoder_blocks=2, depths=[1, 1], sr_ratios=[2, 1],
+                             hidden_sizes=[16, 32] if small else [64, 128], patch_sizes=[7, 3], strides=[4, 2],
+                             num_attention_heads=[1, 2], mlp_ratios=[2, 2] if small else [4, 4],
+                             decoder_hidden_size=32 if small else 256, num_labels=5 if small else 19,
+                             hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, classifier_dropout_prob=0.0,
+                             drop_path_rate=0.0)
+    model = _finish(tf.SegformerForSemanticSegmentation(cfg), device, dtype)
+    gen = torch.Generator().manual_seed(SEED)
+    pixels = _random(gen, (s.batch, 3, s.image, s.image), device, dtype)
+    labels = torch.randint(0, cfg.num_labels, (s.batch, s.image, s.image), generator=gen)
+    return ZooCase(model, {"pixel_values": pixels, "labels": labels.to(device)}, _lm_loss)
+
+
 ZOO: dict[str, ZooEntry] = {
     e.name: e
     for e in (
@@ -327,6 +382,7 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("qwen2", qwen2, takes_mask=True),
         ZooEntry("mistral", mistral, takes_mask=True),
         ZooEntry("gpt_neox", gpt_neox, takes_mask=True),
+        ZooEntry("falcon", falcon, takes_mask=True),
         ZooEntry("bert", bert, takes_mask=True),
         ZooEntry("roberta", roberta, takes_mask=True),
         ZooEntry("distilbert", distilbert, takes_mask=True),
@@ -337,6 +393,8 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("convnext", convnext, takes_mask=False),
         ZooEntry("swin", swin, takes_mask=False),
         ZooEntry("whisper_encoder", whisper_encoder, takes_mask=False),
+        ZooEntry("wav2vec2", wav2vec2, takes_mask=False),
+        ZooEntry("segformer", segformer, takes_mask=False),
     )
 }
 
