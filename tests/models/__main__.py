@@ -22,6 +22,7 @@ os.environ.setdefault("FCOMPILE_DEBUG", "memory")
 
 import torch  # noqa: E402
 
+from .beyond import BEYOND  # noqa: E402
 from .table import DTYPES, format_notes, format_table, zoo_row  # noqa: E402
 from .zoo import EXTRA, ZOO  # noqa: E402
 
@@ -33,7 +34,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     parser.add_argument("--dtype", default="fp32", help="comma-separated: fp32,bf16")
     parser.add_argument("--size", choices=("small", "large"), help="default: large on cuda, small on cpu")
-    parser.add_argument("--only", help="comma-separated model names (default: all)")
+    parser.add_argument("--only", help="comma-separated model names (default: the zoo and its extras); "
+                        "'beyond' adds the 20 architectures of tests/models/beyond.py")
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: inference,training")
     parser.add_argument("--mask", choices=("both", "with", "without"), default="both",
                         help="for models with an attention mask")
@@ -53,8 +55,10 @@ def main(argv: list[str] | None = None) -> int:
     torch.backends.cudnn.benchmark = False
 
     size = args.size or ("large" if args.device == "cuda" else "small")
-    entries = {**ZOO, **EXTRA}
-    names = args.only.split(",") if args.only else list(entries)
+    entries = {**ZOO, **EXTRA, **BEYOND}
+    # Default: the zoo and the torchvision/timm extras. "beyond" names the sweep's 20 other architectures.
+    names = args.only.split(",") if args.only else [*ZOO, *EXTRA]
+    names = [n for name in names for n in (BEYOND if name == "beyond" else [name])]
     unknown = [n for n in names if n not in entries]
     if unknown:
         parser.error(f"unknown models {unknown}; known: {', '.join(entries)}")
