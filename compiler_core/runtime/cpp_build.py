@@ -25,8 +25,12 @@ class BuildError(Exception):
 # multiply and an add of one fused expression into an FMA (one rounding), differently in a kernel's
 # vector and scalar loops: a value recomputed in two loops then differed in its last bit, and
 # truncating it (antialiased resizing's window start, 2.6 * 3.5 - 2.6 + 0.5 -> 6 or 7) changed the result.
+# -fno-ivopts: GCC 12.2 (Debian's) miscompiled GPT-J's rotary kernel with its induction-variable
+# optimisation on: a horizontal kernel's masked load of cos[8*x1 + x3], inside `omp simd` over x3 and
+# with 512-bit vectors, read cos[8*x1 + 2*x2 + x3] for heads x2 > 0. -O0, -fno-ivopts, 256-bit vectors or
+# the kernel without its key half each gave the right values (tests/test_model_ops.py has the model).
 CXX_FLAGS = ["-O3", "-march=native", "-fopenmp", "-shared", "-fPIC", "-std=c++17", "-fno-math-errno",
-             "-ffp-contract=off"]
+             "-ffp-contract=off", "-fno-ivopts"]
 if platform.machine() in ("x86_64", "AMD64"):
     # GCC defaults to 256-bit vectors even where AVX-512 exists; full width measured 1.4x faster on
     # softmax (2048x1024, 2-core Xeon). Harmless on CPUs without AVX-512.
