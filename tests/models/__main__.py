@@ -42,6 +42,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=10, help="timed samples per contender (0: no timing)")
     parser.add_argument("--no-inductor", action="store_true", help="time eager and ours only (Inductor's "
                         "compile of a large model takes minutes)")
+    parser.add_argument("--check", action="store_true", help="compile with check=True: every kernel is compared "
+                        "with eager PyTorch on its own inputs as it runs, and a row whose kernel disagrees is "
+                        "a mismatch naming that kernel (slower; catches a kernel built wrong even where the "
+                        "model's outputs happen to pass)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
     # fp32 rows compare against fp32 eager: TF32 convolutions (cuDNN's default) round their inputs to
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
             for mask in masks if entry.takes_mask else (None,):
                 for mode in modes:
                     row = zoo_row(entry, size, args.device, dtype, mask, mode, args.repeats,
-                                  inductor=not args.no_inductor)
+                                  inductor=not args.no_inductor,
+                                  options={"check": True} if args.check else None)
                     rows.append(row)
                     print(f"[zoo] {name} {row['dtype']} {row['mask']} {mode}: {row['status']}"
                           f" {row.get('note') or ''}", file=sys.stderr, flush=True)

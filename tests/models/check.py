@@ -286,14 +286,16 @@ def train_step(model, call, case: ZooCase) -> dict[str, Optional[torch.Tensor]]:
     return state
 
 
-def run_training(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool) -> ZooRun:
+def run_training(entry: ZooEntry, size: str, device, dtype: torch.dtype, mask: bool,
+                 options: Optional[dict] = None) -> ZooRun:
+    """`options`: keyword arguments of `cc.compile` (default: none)."""
     reference, eager, case = _cases(entry, size, device, dtype, mask)
     expected = train_step(reference.model, reference.model, reference)
     del reference
     # The second look needs the model as it was before eager's step (BatchNorm buffers change in it).
     before = copy.deepcopy(eager.model)
     eager_state = train_step(eager.model, eager.model, eager)
-    compiled = cc.compile(case.model)
+    compiled = cc.compile(case.model, **(options or {}))
     got = train_step(case.model, compiled, case)
     run = ZooRun(compare(got, expected, dtype, eager_state), compare(eager_state, expected, dtype),
                  compiled.session, fallbacks(compiled.session), compiled, case)

@@ -23,6 +23,7 @@ import torch
 import compiler_core as cc
 from compiler_core.bench import noise
 from compiler_core.bench.timing import sample_interleaved
+from compiler_core.runtime.check import KernelCheckError
 
 from .check import EAGER_SLACK, ZooRun, run_inference, run_training
 from .zoo import ZooCase, ZooEntry
@@ -84,16 +85,19 @@ def _first_line(exc: BaseException) -> str:
 
 
 def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: Optional[bool], mode: str,
-            repeats: int, inductor: bool = True) -> dict:
-    """Everything the table and the JSON say about one model in one configuration."""
+            repeats: int, inductor: bool = True, options: Optional[dict] = None) -> dict:
+    """Everything the table and the JSON say about one model in one configuration. `options`: keyword
+    arguments of `cc.compile` (`check=True` compares every kernel with eager as it runs)."""
     dtype_name = next(k for k, v in DTYPES.items() if v == dtype)
     row: dict[str, Any] = {"model": entry.name, "device": device, "dtype": dtype_name, "size": size,
                            "mask": "-" if mask is None else ("mask" if mask else "no mask"), "mode": mode}
     torch._dynamo.reset()
     try:
-        run = (run_inference if mode == "inference" else run_training)(entry, size, device, dtype, bool(mask))
+        run = (run_inference if mode == "inference" else run_training)(entry, size, device, dtype, bool(mask), options)
     except ImportError as exc:
         return {**row, "status": "skipped", "note": f"not importable: {exc}"}
+    except KernelCheckError as exc:  # --check: a kernel disagreed with eager on its own inputs
+        return {**row, "status": "mismatch", "note": f"KernelCheckError: {exc}"}
     except Exception as exc:  # noqa: BLE001
         return {**row, "status": "error", "note": f"{type(exc).__name__}: {_first_line(exc)}"}
     stats = run.session.stats
@@ -176,7 +180,7 @@ def format_notes(rows: list[dict]) -> str:
     lines = []
     for row in rows:
         what = row.get("note") or ""
-        if row.get("status") == "mismatch":
+        if row.get("status") == "mismatch" and "worst" in row:  # a --check mismatch names its kernel instead
             what = f"worst: {row['worst']}" + (f"; {what}" if what else "")
         if row.get("noise"):
             what = "; ".join(filter(None, [what, "timing noisy: " + ", ".join(row["noise"])]))

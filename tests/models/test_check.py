@@ -132,3 +132,12 @@ def test_a_noisy_timing_is_flagged_not_quoted():
     assert format_notes([quiet, loud]) == "loud fp32 - inference: timing noisy: load average 4.3 above the 2 cores"
     # Rows without timing (repeats 0) keep the column blank.
     assert format_table([{**base, "model": "untimed"}]).splitlines()[2].endswith("1.25x")
+
+
+def test_notes_show_a_kernel_check_mismatch_row():
+    # A row that --check stopped (KernelCheckError) has no worst tensor; its note names the kernel.
+    from .table import format_notes
+
+    row = {"model": "m", "dtype": "fp32", "mask": "-", "mode": "training", "status": "mismatch",
+           "note": "KernelCheckError: kernel k1 disagrees"}
+    assert "kernel k1 disagrees" in format_notes([row])
