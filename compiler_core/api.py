@@ -39,6 +39,7 @@ from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.runtime.check import KernelChecker
 from compiler_core.schedule.epilogues import schedule_with_epilogues
 from compiler_core.schedule.gather_inline import inline_into_gathers
+from compiler_core.schedule.index_inline import inline_index_computations
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
 
@@ -401,7 +402,10 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
     with timer("schedule"):
         # Gathers through pointwise producers read the producer's inputs (never on with fusion off:
         # it inlines across what would be two kernels).
-        gathered, gather_notes = inline_into_gathers(record.loops) if options.fusion else (record.loops, ())
+        # Values of loop indices alone (an upsample's coordinates) are recomputed by their readers first.
+        indexed, index_notes = inline_index_computations(record.loops) if options.fusion else (record.loops, ())
+        gathered, gather_notes = inline_into_gathers(indexed) if options.fusion else (indexed, ())
+        gather_notes = index_notes + gather_notes
         # Matmul epilogues: the loop graph keeps an addmm split into mm + bias add only where the add fuses.
         record.loops, record.schedule = schedule_with_epilogues(gathered, fusion=options.fusion)
         if gather_notes:

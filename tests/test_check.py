@@ -12,7 +12,7 @@ from compiler_core.codegen.cpp import kernel as cpp_kernel
 from compiler_core.codegen.triton import kernel as triton_kernel
 from compiler_core.runtime import host
 from compiler_core.runtime.artifacts import KernelCheck
-from compiler_core.runtime.check import compare, user_frame
+from compiler_core.runtime.check import compare, user_frame, within_eager_rounding
 
 BACKENDS = ["cpp", "triton"]
 
@@ -246,3 +246,32 @@ def test_user_frame_skips_fcompiles_own_wrapper_of_a_module_call():
     model = torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.ReLU())
     lines = [o.user_line for o in provenance(explore_function(model, (torch.randn(2, 4),), backend="cpp")).nodes]
     assert lines and not any("api.py" in line or "compiled_module.py" in line for line in lines), lines
+
+
+def test_a_sum_with_cancellation_is_judged_against_the_exact_result():
+    # Centred values summed: the result is near 0, and both eager and the kernel are off by the rounding
+    # of terms ~1e4 in size, differently (the C++ kernel compensates its sums). Against eager's value
+    # with fp32 tolerances that looked like a wrong kernel (MobileViT's layer norm backward did); the
+    # kernel passes because it is as close to the fp64 result as eager is, and the check says so.
+    torch.manual_seed(0)
+
+    def centred_sum(x, w):
+        return ((x * w) - (x * w).mean(-1, keepdim=True)).sum(-1)
+    x, w = torch.randn(16, 20000) * 100, torch.randn(20000)
+    checked = cc.compile(centred_sum, backend="cpp", check=True)
+    out = checked(x, w)
+    assert not compare(out, centred_sum(x, w))[1]  # outside fp32 tolerance of eager's value...
+    (check,) = checked.session.graphs[0].checks
+    assert check.ok and "fp64" in check.rounding, check.pretty()  # ...but as exact as eager
+    exact = centred_sum(x.double(), w.double())
+    assert (out.double() - exact).abs().max() <= 2 * (centred_sum(x, w).double() - exact).abs().max()
+
+
+def test_rounding_allowance_is_eagers_own_error_not_more():
+    exact = torch.tensor([1000.0, -3.0, 0.0], dtype=torch.float64)
+    eager = (exact + torch.tensor([1e-3, -1e-3, 5e-4], dtype=torch.float64)).float()
+    close = (exact + torch.tensor([-1.5e-3, 0.0, 1e-3], dtype=torch.float64)).float()
+    far = (exact + torch.tensor([0.0, 0.0, 2e-2], dtype=torch.float64)).float()
+    assert within_eager_rounding(close, eager, exact)[0]
+    assert not within_eager_rounding(far, eager, exact)[0]  # 20x eager's error: wrong
+    assert not within_eager_rounding(close, eager, None)[0]  # no exact result: no allowance

@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import compiler_core as cc
-from compiler_core.ir.values import IndexValue, Load, walk
+from compiler_core.ir.values import Load, walk
 
 BACKENDS = ["cpp", "triton"]
 
@@ -116,8 +116,9 @@ def test_a_producer_read_elsewhere_stays_stored_and_a_position_used_as_a_value_s
     assert any("still stored for its other readers" in n for n in gather_notes(compiled)), gather_notes(compiled)
 
     def position_as_value(a, i):
-        # `arange(8) < 3` is the column number as a value (an index value, not a load): the gather
-        # computes the where at its positions, but reads that mask at them from memory.
+        # `arange(8) < 3` is the column number as a value: recomputed where it is read (index_inline),
+        # it is an index value of the where; at the gathered positions it is the position itself
+        # compared with 3, so the gather reads only `a` and neither the mask nor y is stored.
         y = torch.where(torch.arange(8) < 3, a, -a)
         return torch.gather(y, 1, i)
 
@@ -125,11 +126,17 @@ def test_a_producer_read_elsewhere_stays_stored_and_a_position_used_as_a_value_s
     torch.testing.assert_close(compiled(a, i), position_as_value(a, i))
     assert gather_notes(compiled)
     loops = compiled.session.graphs[0].loops
-    masks = [n.output.name for n in loops.nodes if n.body is not None
-             and any(isinstance(v, IndexValue) for v in walk(n.body))]
-    gathered = {v.buffer for n in loops.nodes if n.body is not None for v in walk(n.body)
-                if isinstance(v, Load) and v.indirect}
-    assert masks and set(masks) <= gathered, (masks, gathered)
+    assert [n.kind for n in loops.nodes] == ["pointwise"], loops.pretty()
+    gathered = {v.buffer for n in loops.nodes for v in walk(n.body) if isinstance(v, Load) and v.indirect}
+    assert gathered == {loops.inputs[0].name}, (gathered, loops.pretty())
+
+    def negative_positions(a, i):  # index wraps a negative position: the value is the wrapped one
+        return torch.where(torch.arange(8) < 3, a, -a)[:, i]
+
+    neg = torch.tensor([-1, 2, -8])
+    compiled = cc.compile(negative_positions, backend=backend)
+    torch.testing.assert_close(compiled(a, neg), negative_positions(a, neg))
+    assert len(compiled.session.graphs[0].loops.nodes) == 1 and gather_notes(compiled)
 
 
 def test_fusion_off_keeps_every_node():

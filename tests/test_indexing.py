@@ -86,7 +86,9 @@ def test_indirect_load_in_the_ir():
     (lambda w, i: F.embedding(i, w), (torch.randn(4, 2), torch.tensor([1, 4])), IndexError),
     (lambda x, i: x[i], (torch.randn(4, 2), torch.tensor([0, -5])), IndexError),
     (lambda x, i: torch.index_select(x, 0, i), (torch.randn(4, 2), torch.tensor([7])), IndexError),
-], ids=["gather_high", "gather_negative", "embedding", "index", "index_select"])
+    (lambda x, t: F.cross_entropy(x, t), (torch.randn(3, 4), torch.tensor([0, 4, 1])), IndexError),
+    (lambda x, t: F.nll_loss(x, t), (torch.randn(2, 4, 3), torch.tensor([[0, -2, 1], [3, 3, 3]])), IndexError),
+], ids=["gather_high", "gather_negative", "embedding", "index", "index_select", "cross_entropy", "nll_loss2d"])
 def test_out_of_range_raises_like_eager(fn, args, error, backend):
     with pytest.raises(error):
         fn(*args)
@@ -139,3 +141,69 @@ def test_bool_mask_index_stays_extern():
     x, m = torch.randn(4), torch.tensor([True, False, True, True])
     compiled = cc.compile(lambda x, m: x[m], backend="cpp")
     torch.testing.assert_close(compiled(x, m), x[m])
+
+
+COMPUTED_POSITIONS = {
+    "bilinear": lambda x: F.interpolate(x, scale_factor=4, mode="bilinear", align_corners=False) * 2,
+    "bilinear_aligned": lambda x: F.interpolate(x, size=(9, 11), mode="bilinear", align_corners=True) + 1,
+    "nearest": lambda x: F.interpolate(x, scale_factor=2, mode="nearest") - 1,
+    "bicubic": lambda x: F.interpolate(x, scale_factor=3, mode="bicubic", align_corners=False).relu(),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", sorted(COMPUTED_POSITIONS))
+def test_clamped_positions_are_used_unchecked(case, backend):
+    # An upsample's positions come from the output coordinates, clamped to the input: their value
+    # range shows they cannot leave it, so the kernel has no range check (on the GPU, a kernel with
+    # one is built in Triton's debug mode, ~25x slower on SegFormer's loss) and still matches eager.
+    torch.manual_seed(0)
+    compiled = _run(COMPUTED_POSITIONS[case], (torch.randn(2, 3, 5, 6),), backend)
+    sources = "\n".join(k.source for k in compiled.session.kernels)
+    assert "bounds: " in sources, sources
+    for check in ("checked_position", "_check_position", "tl.device_assert"):
+        assert check not in sources, sources
+    assert any("proven(" in k.plan.pretty() for k in compiled.session.kernels)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_positions_read_from_memory_keep_their_check(backend):
+    # An embedding's ids come from memory: nothing is known about them, so the check stays and an id
+    # out of range still raises eager's error (test_out_of_range_raises_like_eager); the proven and the
+    # checked position can sit in one kernel.
+    def fn(w, ids, x):
+        return F.embedding(ids, w) + F.interpolate(x, size=(4,), mode="linear")[0]
+    w, ids, x = torch.randn(10, 4), torch.tensor([[1, 9], [0, 3], [2, 2]]), torch.randn(1, 2, 3)
+    compiled = _run(fn, (w, ids, x), backend)
+    sources = "\n".join(k.source for k in compiled.session.kernels)
+    assert ("checked_position" if backend == "cpp" else "_check_position") in sources, sources
+    with pytest.raises(IndexError):
+        compiled(w, torch.tensor([[1, 10], [0, 3], [2, 2]]), x)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_upsample_and_loss_fuse_into_one_pass_over_the_logits(backend):
+    # The upsample's coordinates are computed from loop indices: recomputed by every reader
+    # (schedule/index_inline.py), never stored, so the gathers, the interpolation and the loss's
+    # log-softmax share one kernel, and cross entropy's pick at the labels reads the logits at the
+    # labels' positions (gather_inline.py through the ~10 steps between them). Only the labels, read
+    # from memory, keep a range check: a label out of range still raises eager's error.
+    def loss(x, labels):
+        up = F.interpolate(x, scale_factor=4, mode="bilinear", align_corners=False)
+        return F.cross_entropy(up, labels)
+    torch.manual_seed(0)
+    x, labels = torch.randn(2, 5, 6, 7), torch.randint(0, 5, (2, 24, 28))
+    compiled = _run(loss, (x, labels), backend)
+    kernels = compiled.session.kernels
+    assert len(kernels) == 2, [k.name for k in kernels]  # per pixel over the classes; the mean
+    decisions = [d.reason for d in compiled.session.graphs[0].schedule.decisions]
+    assert any(r.startswith("index arithmetic:") and "never stored" in r for r in decisions), decisions
+    check = "checked_position(" if backend == "cpp" else "_check_position("
+    checks = [line for k in kernels for line in k.source.splitlines() if check in line]
+    assert len(checks) == 1 and "5" in checks[0], checks  # the labels' position, against 5 classes
+    bad = labels.clone()
+    bad[1, 3, 4] = 5
+    with pytest.raises(IndexError):  # eager names the target, not the gather it decomposes into
+        loss(x, bad)
+    with pytest.raises(IndexError, match="Target"):
+        compiled(x, bad)

@@ -96,14 +96,14 @@ def test_every_kernel_records_its_passes(backend):
     compiled(torch.randn(600, 80))
     for k in compiled.session.kernels:
         names = [r.name for r in k.passes]
-        expected = ["built", "merge reductions", "simplify", "common subexpressions", "loop order", "index width",
-                    "reduction layout"]
+        expected = ["built", "merge reductions", "simplify", "bounds", "common subexpressions", "loop order",
+                    "index width", "reduction layout"]
         expected += ["reduction split", "online softmax", "welford"] if backend == "triton" else []
         assert names == expected, names
         assert k.passes[-1].after == k.plan.pretty()  # the last record is the plan the source prints
-        assert k.passes[0].changed and k.passes[5].changed  # the index width always adds its note
-        # one reduction; nothing written twice; row-major stores
-        assert not k.passes[1].changed and not k.passes[3].changed and not k.passes[4].changed
+        assert k.passes[0].changed and k.passes[6].changed  # the index width always adds its note
+        # one reduction; no gathered position; nothing written twice; row-major stores
+        assert not any(k.passes[i].changed for i in (1, 3, 4, 5))
     (reduction,) = [k for k in compiled.session.kernels if k.kind == "reduction"]
     log = describe_passes(reduction.passes)
     assert "== simplify\n   simplify: x * 1 -> x (1x)" in log

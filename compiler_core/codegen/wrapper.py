@@ -46,6 +46,7 @@ from compiler_core.schedule.plan_passes import (
     common_subexpressions,
     merge_reductions,
     online_softmax,
+    prove_positions,
     run_plan_passes,
     scatter_order,
     simplify_plan,
@@ -87,9 +88,10 @@ def kernel_plans_with_passes(graph: LoopGraph, sched: Schedule, memory: Optional
                                                           {graph.node(n).output.name for n in nodes} & written,
                                                           Space(x)))
                      for i, (nodes, x) in enumerate(group.segments)]
-            plans.append(run_plan_passes(segmented_plan(group.name, parts), [("simplify", simplify_plan)]))
+            plans.append(run_plan_passes(segmented_plan(group.name, parts), [("simplify", simplify_plan),
+                                                                                  ("bounds", prove_positions)]))
             continue
-        passes = [("merge reductions", merge_reductions), ("simplify", simplify_plan),
+        passes = [("merge reductions", merge_reductions), ("simplify", simplify_plan), ("bounds", prove_positions),
                   ("common subexpressions", common_subexpressions),
                   ("loop order", choose_loop_order), ("index width", choose_index_width)]
         if group.name in over:

@@ -21,6 +21,7 @@ from compiler_core.ir.index import Index
 INDEX_ERROR = 2  # IndexError, as eager's index, index_select, embedding and take raise
 GATHER_ERROR = 3  # RuntimeError, as eager's gather raises
 SCATTER_ERROR = 4  # RuntimeError, as eager's scatter_add and index_add raise
+TARGET_ERROR = 5  # IndexError, as eager's nll_loss and cross_entropy raise for a class out of range
 
 
 @dataclass(frozen=True)
@@ -29,13 +30,15 @@ class IndirectIndex:
     `size` elements `stride` apart.  With `wrap` a negative position counts from the end (index, take;
     gather, index_select and embedding refuse one, as in ATen).  A position out of range reads
     element 0 instead and sets the kernel error flag to `error`, so the runtime raises eager's error
-    after the call."""
+    after the call. A position shown to lie in [0, size) (plan pass `bounds`: a clamped coordinate)
+    has `checked` False: it is used as it is, with no wrap and no check."""
 
     value: "Value"
     size: int
     stride: int
     error: int
     wrap: bool
+    checked: bool = True
 
 
 @dataclass(frozen=True)
@@ -204,8 +207,13 @@ def format_position(terms: tuple[IndirectIndex, ...]) -> str:
 
 
 def _positions(terms: tuple[IndirectIndex, ...], format_value: Callable[[Value], str]) -> str:
-    return "".join(f" + {t.stride}*{'wrapped' if t.wrap else 'checked'}({format_value(t.value)}, {t.size})"
-                   for t in terms)
+    return "".join(f" + {t.stride}*{_position_kind(t)}({format_value(t.value)}, {t.size})" for t in terms)
+
+
+def _position_kind(t: IndirectIndex) -> str:
+    if not t.checked:
+        return "proven"  # inside [0, size) by its value range: no check
+    return "wrapped" if t.wrap else "checked"
 
 
 def _format(value: Value, format_value: Callable[[Value], str]) -> str:

@@ -41,10 +41,14 @@ class KernelCheck:
     graph: str = ""  # e.g. "graph 0 (forward)"
     node: str = ""  # the first FX node whose value disagreed ("" when all agree)
     note: str = ""  # why the kernel could not be checked, when it could not
+    # Outputs outside the fp32 tolerance of eager's value but no further from the exact (fp64) result
+    # than eager's own rounding: a sum with cancellation, where both are off by about as much.
+    rounding: str = ""
 
     def pretty(self) -> str:
         verdict = "ok  " if self.ok else "FAIL"
         what = f"max abs error {self.max_abs_error:.3g}" if not self.note else f"not checked: {self.note}"
+        what += f" ({self.rounding})" if self.rounding else ""
         wrong = f", first wrong node {self.node}" if self.node else ""
         line = f"  # {self.source_line}" if self.source_line else ""
         return f"{verdict} {self.kernel} ({', '.join(self.nodes)}): {what}{wrong}{line}"

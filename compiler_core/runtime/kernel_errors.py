@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from compiler_core.ir.values import GATHER_ERROR, INDEX_ERROR, SCATTER_ERROR
+from compiler_core.ir.values import GATHER_ERROR, INDEX_ERROR, SCATTER_ERROR, TARGET_ERROR
 
 # fc_take_error() codes -> the exception eager PyTorch raises for the same input.
 ERRORS = {
@@ -20,6 +20,9 @@ ERRORS = {
     INDEX_ERROR: lambda: IndexError("index out of range in self"),  # index, index_select, embedding, take
     GATHER_ERROR: lambda: RuntimeError("index out of bounds for the dimension it gathers from"),  # gather
     SCATTER_ERROR: lambda: RuntimeError("index out of bounds for the dimension it scatters into"),  # scatter_add
+    # nll_loss / cross_entropy: the pick at the labels is a gather, but eager names the target
+    TARGET_ERROR: lambda: IndexError("Target is out of bounds (a class index below 0 or not below the number "
+                                     "of classes)"),
 }
 
 

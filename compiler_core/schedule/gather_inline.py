@@ -16,9 +16,10 @@ How a position becomes the producer's loop variable: an indirect read walks one 
 producer's (dense) layout, the one with its stride and size; its affine part must not move along that
 dimension. The producer's body is rewritten with that variable set to a symbol, and every load in
 it whose index uses the symbol (linearly) becomes an indirect load with the same position, range
-check and wrap. A producer that uses the position only inside an index value (an `arange`
-compared with it) or nonlinearly is left stored, as is one that would lose the range check (its
-value does not depend on the position at all).
+check and wrap; an index value that uses it (an `arange` compared with a bound, recomputed there
+by index_inline.py) becomes the position itself in int64 arithmetic. A producer that uses the
+position nonlinearly (inside a division or modulo) is left stored, as is one that would lose the
+range check (no load of it depends on the position).
 
     graph, notes = inline_into_gathers(graph)   # notes: FusionDecisions for the decision log
 """
@@ -27,15 +28,33 @@ from __future__ import annotations
 
 import dataclasses
 
+import torch
+
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, Var
-from compiler_core.ir.values import IndexValue, IndirectIndex, Load, Value, rebuild, subs_index, walk, with_origins
+from compiler_core.ir.values import (
+    Cast,
+    Constant,
+    IndexValue,
+    IndirectIndex,
+    Load,
+    Op,
+    Value,
+    rebuild,
+    subs_index,
+    walk,
+    with_origins,
+)
 from compiler_core.schedule.artifacts import FusionDecision
 from compiler_core.schedule.kernel_plan import invert_layout
 
 # Loads of the producer's body a gathered element may cost: beyond this, reading the stored tensor
 # (one load) is cheaper than recomputing it at each gathered position.
 MAX_PRODUCER_LOADS = 6
+# Producers followed back from one gather. A bilinear upsample and a log-softmax put ~10 pointwise
+# steps between cross entropy's pick at the labels and the logits: stopping sooner leaves the pick
+# reading a stored upsample, which then cannot fuse with the loss (and is written only for it).
+MAX_DEPTH = 16
 _SYMBOL = "gather_position{}"  # not a loop variable of any node (x*, r*)
 
 
@@ -68,7 +87,7 @@ def _inline(body: Value, producers: dict[str, LoopNode], ranges: dict[str, int],
             inlined: dict[str, list[str]], reader: str, depth: int = 0) -> Value:
     """`body` with each indirect load of a pointwise producer replaced by the producer's value there
     (recursively: the producer's own inputs may be pointwise too)."""
-    if depth > 8:
+    if depth > MAX_DEPTH:
         return body
 
     def leaf(v: Value) -> Value:
@@ -118,14 +137,14 @@ def _positions_as_indirect(body: Value, symbols: dict[str, IndirectIndex]) -> Va
     with that position at stride c; None if a symbol is used any other way, or not at all."""
     used: set[str] = set()
     for v in walk(body):
-        if isinstance(v, IndexValue) and v.index.free_vars() & symbols.keys():
-            return None
-        if isinstance(v, Load):
+        if isinstance(v, (Load, IndexValue)):
             for atom, _ in v.index.terms:
                 if not isinstance(atom, Var) and atom.arg.free_vars() & symbols.keys():
                     return None  # a position inside a division or modulo: not a single stride
 
     def leaf(v: Value) -> Value:
+        if isinstance(v, IndexValue):
+            return _index_value_at(v, symbols)
         if not isinstance(v, Load):
             return v
         terms = {atom.name: coef for atom, coef in v.index.terms if isinstance(atom, Var) and atom.name in symbols}
@@ -140,6 +159,28 @@ def _positions_as_indirect(body: Value, symbols: dict[str, IndirectIndex]) -> Va
     out = rebuild(body, leaf)
     # Every position must still be read somewhere: that read checks its range (eager's error).
     return out if used == set(symbols) else None
+
+
+def _index_value_at(v: IndexValue, symbols: dict[str, IndirectIndex]) -> Value:
+    """An index value (an `arange` compared with a bound: a causal mask, a column test) at the
+    gathered positions: each position symbol's term becomes the position itself, wrapped as the
+    read wraps it, times its coefficient."""
+    terms = [(atom.name, coef) for atom, coef in v.index.terms if isinstance(atom, Var) and atom.name in symbols]
+    if not terms:
+        return v
+    rest = Index(tuple(t for t in v.index.terms if not (isinstance(t[0], Var) and t[0].name in symbols)),
+                 v.index.const)
+    value: Value = IndexValue(rest, torch.int64)
+    for name, coef in terms:
+        position = symbols[name]
+        p = position.value if position.value.dtype == torch.int64 else Cast(position.value, torch.int64)
+        if position.wrap:  # a negative position counts from the end: the value is the wrapped one
+            size = Constant(position.size, torch.int64)
+            negative = Op("lt", (p, Constant(0, torch.int64)), torch.bool)
+            p = Op("where", (negative, Op("add", (p, size), torch.int64), p), torch.int64)
+        term = p if coef == 1 else Op("mul", (p, Constant(coef, torch.int64)), torch.int64)
+        value = Op("add", (value, term), torch.int64)
+    return value if v.dtype == torch.int64 else Cast(value, v.dtype)
 
 
 def _without_dead(nodes: list[LoopNode], candidates: set[str], outputs: set[str]) -> tuple[list[LoopNode], set[str]]:

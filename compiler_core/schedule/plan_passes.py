@@ -8,6 +8,8 @@ kernel before and after each one:
     merge_reductions        a reduction of the very value an earlier one of the kernel reduces, the same
                             way (layer norm sums x twice: for the mean and inside the variance), is that
                             one's result: computed once, and every later step reads the first
+    bounds                  a gathered position whose value range lies inside its dimension (a clamped
+                            coordinate) is used unchecked: no wrap, no range check, no GPU debug build
     simplify                algebraic simplification and constant folding of every step's value,
                             exact rules only (schedule/simplify.py): no `x * 1.0` left in a kernel
     common_subexpressions   equal subexpressions of one pass over memory (written twice in the source, or
@@ -45,9 +47,11 @@ from typing import Callable, Optional
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
+from compiler_core.ir.value_range import value_range
 from compiler_core.ir.values import (
     Cast,
     IndexValue,
+    IndirectIndex,
     Load,
     Op,
     ReductionResult,
@@ -160,6 +164,53 @@ def simplify_plan(plan: KernelPlan) -> KernelPlan:
         return plan
     rules = ", ".join(f"{rule} ({n}x)" for rule, n in sorted(counts.items()))
     return dataclasses.replace(out, notes=out.notes + (f"simplify: {rules}",))
+
+
+# ---- bounds checks ------------------------------------------------------------------------------
+def prove_positions(plan: KernelPlan) -> KernelPlan:
+    """Each gathered or scattered position whose value range (ir/value_range.py) lies inside
+    [0, size) loses its wrap and range check: a bilinear upsample's clamped coordinates, an index
+    computed from the loop variables. On the GPU a kernel with any check left is built in Triton's
+    debug mode (its `tl.device_assert` needs it), which cost SegFormer's loss kernel ~25x. Positions
+    loaded from memory (embedding ids, gather indices) keep theirs."""
+    proven = [0]
+
+    def prove(p: KernelPlan) -> KernelPlan:
+        ranges = p.space.ranges()
+
+        def position(t: IndirectIndex) -> IndirectIndex:
+            if not t.checked:
+                return t
+            bounds = value_range(t.value, ranges)
+            if bounds is None or bounds[0] < 0 or bounds[1] > t.size - 1:
+                return t
+            proven[0] += 1
+            return dataclasses.replace(t, checked=False, wrap=False)
+
+        def leaf(v: Value) -> Value:
+            if isinstance(v, Load) and v.indirect:
+                return dataclasses.replace(v, indirect=tuple(position(t) for t in v.indirect))
+            return v
+
+        steps = []
+        for step in p.steps:
+            step = step.map_values(lambda value: rebuild(value, leaf))
+            steps.append(dataclasses.replace(step, store_positions=tuple(position(t) for t in step.store_positions)))
+        return dataclasses.replace(p, steps=tuple(steps), segments=tuple(prove(seg) for seg in p.segments))
+
+    if not any(isinstance(v, Load) and v.indirect for step in _all_steps(plan) for value in step.values()
+               for v in walk(value)) and not any(step.store_positions for step in _all_steps(plan)):
+        return plan
+    out = prove(plan)
+    if not proven[0]:
+        return plan
+    note = (f"bounds: {proven[0]} gathered position{'s' if proven[0] > 1 else ''} shown inside their dimension "
+            "by value range (clamped or computed from loop variables): used unchecked")
+    return dataclasses.replace(out, notes=out.notes + (note,))
+
+
+def _all_steps(plan: KernelPlan) -> list:
+    return list(plan.steps) + [s for seg in plan.segments for s in _all_steps(seg)]
 
 
 # ---- common subexpressions -------------------------------------------------------------------------

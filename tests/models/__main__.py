@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--modes", default=",".join(MODES), help="comma-separated: inference,training")
     parser.add_argument("--mask", choices=("both", "with", "without"), default="both",
                         help="for models with an attention mask")
-    parser.add_argument("--repeats", type=int, default=10, help="timed samples per contender (0: no timing)")
+    parser.add_argument("--repeats", type=int, help="timed samples per contender (0: no timing; default 10, and 0 "
+                        "with --check, whose per-kernel comparisons would be timed too)")
     parser.add_argument("--no-inductor", action="store_true", help="time eager and ours only (Inductor's "
                         "compile of a large model takes minutes)")
     parser.add_argument("--check", action="store_true", help="compile with check=True: every kernel is compared "
@@ -48,6 +49,11 @@ def main(argv: list[str] | None = None) -> int:
                         "model's outputs happen to pass)")
     parser.add_argument("--json", help="also write the rows to this file")
     args = parser.parse_args(argv)
+    if args.check and args.repeats:
+        parser.error("--check times every kernel's comparison with eager too: its timings would mean nothing. "
+                     "Run --check without --repeats (or --repeats 0), and time in a separate run.")
+    if args.repeats is None:
+        args.repeats = 0 if args.check else 10
     # fp32 rows compare against fp32 eager: TF32 convolutions (cuDNN's default) round their inputs to
     # 10 mantissa bits, so a last-bit difference upstream shows as 1e-3 in a gradient. Off for all.
     torch.backends.cudnn.allow_tf32 = False

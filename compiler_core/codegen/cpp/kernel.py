@@ -107,6 +107,8 @@ class CppPrinter(CSEPrinter):
         return rest.render(div="/"), along
 
     def position(self, t: IndirectIndex, value: str, mask: str | None) -> str:
+        if not t.checked:  # proven inside [0, size) (plan pass `bounds`)
+            return f"static_cast<int64_t>({value})"
         # wraps a negative position (index, take), flags one out of range (and reads element 0 instead)
         return f"fc::checked_position(static_cast<int64_t>({value}), {t.size}LL, {t.error}, {str(t.wrap).lower()})"
 

@@ -25,6 +25,7 @@ from compiler_core.ir.values import (
     GATHER_ERROR,
     INDEX_ERROR,
     SCATTER_ERROR,
+    TARGET_ERROR,
     Cast,
     Constant,
     IndexValue,
@@ -49,7 +50,8 @@ LOW_PRECISION = (torch.float16, torch.bfloat16)
 # device-side assert; ours do the same, with eager's words for the error (runtime/kernel_errors.py).
 DEVICE_ASSERT_MESSAGES = {INDEX_ERROR: "index out of range in self",
                           GATHER_ERROR: "index out of bounds for the dimension it gathers from",
-                          SCATTER_ERROR: "index out of bounds for the dimension it scatters into"}
+                          SCATTER_ERROR: "index out of bounds for the dimension it scatters into",
+                          TARGET_ERROR: "Target is out of bounds"}
 ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keeping them, passed at launch
 # No multiply-add contracted into an FMA (compiler_core/runtime/cpp_build.py says why), in every launch.
 EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
@@ -112,6 +114,8 @@ class TritonPrinter(CSEPrinter):
         flag (the runtime raises eager's error); a GPU kernel cannot call Python and only stays inside."""
         if value.lstrip("-").isdigit():  # a constant position: Triton's compiler has no `.to` on a Python int
             value = f"tl.full([], {value}, tl.int64)"
+        if not t.checked:  # proven inside [0, size): no wrap, no check, and no debug build for an assert
+            return f"{value}.to(tl.int64)"
         wrapped = self.named(f"tl.where({value} < 0, {value} + {t.size}, {value}).to(tl.int64)" if t.wrap
                              else f"{value}.to(tl.int64)", t.value)
         inside = f"({wrapped} >= 0) & ({wrapped} < {t.size})"

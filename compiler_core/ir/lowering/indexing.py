@@ -13,12 +13,15 @@ from compiler_core.ir.lowering.core import Lowering, Unsupported
 from compiler_core.ir.values import (
     GATHER_ERROR,
     INDEX_ERROR,
+    TARGET_ERROR,
     IndirectIndex,
     Load,
     Value,
 )
 
 _INDEX_DTYPES = (torch.int64, torch.int32, torch.int16, torch.int8)
+# By name: the graph's metadata may hold a copy of the OpOverload, which compares unequal to torch.ops'
+_NLL_LOSSES = ("aten.nll_loss_forward.default", "aten.nll_loss2d_forward.default")
 
 
 def _indirect_read(lw: Lowering, src: Any, names: dict[int, str], positions: dict[int, Value],
@@ -62,7 +65,11 @@ def gather(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     def body(names: list[str]) -> Value:
         pos = _positions(lw, index, shape, names)
         others = {d: n for d, n in enumerate(names) if d != dim}
-        return _indirect_read(lw, src, others, {dim: pos}, GATHER_ERROR, wrap=False)
+        return _indirect_read(lw, src, others, {dim: pos}, error, wrap=False)
+
+    # nll_loss's decomposition picks each row's target with a gather: eager raises IndexError naming
+    # the target there, not gather's RuntimeError
+    error = TARGET_ERROR if str(node.meta.get("original_aten")) in _NLL_LOSSES else GATHER_ERROR
 
     return lw.pointwise(node, val, body)
 
