@@ -46,6 +46,7 @@ from compiler_core.ir.values import (
     with_origins,
 )
 from compiler_core.schedule.artifacts import FusionDecision
+from compiler_core.schedule.graph_rewrite import loop_ranges, without_dead
 from compiler_core.schedule.kernel_plan import invert_layout
 
 # Loads of the producer's body a gathered element may cost: beyond this, reading the stored tensor
@@ -68,19 +69,15 @@ def inline_into_gathers(graph: LoopGraph) -> tuple[LoopGraph, tuple[FusionDecisi
     for i, node in enumerate(nodes):
         if node.kind == "extern" or node.body is None:
             continue
-        body = _inline(node.body, producers, dict(zip(_loop_names(node), (*node.ranges, *node.reduction_ranges))),
+        body = _inline(node.body, producers, loop_ranges(node),
                        inlined, node.name)
         if body is not node.body:
             nodes[i] = dataclasses.replace(node, body=body)
     if not inlined:
         return graph, ()
-    nodes, removed = _without_dead(nodes, set(inlined), graph.output_buffers())
+    nodes, removed = without_dead(nodes, set(inlined), graph.output_buffers())
     notes = tuple(_note(producers[p], readers, p in removed) for p, readers in inlined.items())
     return dataclasses.replace(graph, nodes=tuple(nodes)), notes
-
-
-def _loop_names(node: LoopNode) -> list[str]:
-    return [f"x{i}" for i in range(len(node.ranges))] + [f"r{i}" for i in range(len(node.reduction_ranges))]
 
 
 def _inline(body: Value, producers: dict[str, LoopNode], ranges: dict[str, int],
@@ -181,21 +178,6 @@ def _index_value_at(v: IndexValue, symbols: dict[str, IndirectIndex]) -> Value:
         term = p if coef == 1 else Op("mul", (p, Constant(coef, torch.int64)), torch.int64)
         value = Op("add", (value, term), torch.int64)
     return value if v.dtype == torch.int64 else Cast(value, v.dtype)
-
-
-def _without_dead(nodes: list[LoopNode], candidates: set[str], outputs: set[str]) -> tuple[list[LoopNode], set[str]]:
-    """Drop the inlined producers (and producers only they read) that nothing reads any more."""
-    removed: set[str] = set()
-    while True:
-        read = {b for n in nodes for b in n.input_buffers}
-        dead = {n.output.name for n in nodes if n.output.name in candidates and n.output.name not in read
-                and n.output.name not in outputs and n.kind == "pointwise"}
-        if not dead:
-            return nodes, removed
-        removed |= dead
-        freed_inputs = {b for n in nodes if n.output.name in dead for b in n.input_buffers}
-        nodes = [n for n in nodes if n.output.name not in dead]
-        candidates = (candidates - dead) | freed_inputs
 
 
 def _note(producer: LoopNode, readers: list[str], removed: bool) -> FusionDecision:

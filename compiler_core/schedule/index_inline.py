@@ -26,7 +26,7 @@ import torch
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.values import Constant, Load, Op, ReductionResult, Value, rebuild, subs_index, walk, with_origins
 from compiler_core.schedule.artifacts import FusionDecision
-from compiler_core.schedule.gather_inline import _loop_names, _without_dead
+from compiler_core.schedule.graph_rewrite import loop_ranges, without_dead
 from compiler_core.schedule.kernel_plan import invert_layout
 
 # Ops an index-only body may hold and still be recomputed at every element that reads it: an
@@ -46,7 +46,7 @@ def inline_index_computations(graph: LoopGraph) -> tuple[LoopGraph, tuple[Fusion
         nodes.append(node)
     if not inlined:
         return graph, ()
-    nodes, removed = _without_dead(nodes, set(inlined), graph.output_buffers())
+    nodes, removed = without_dead(nodes, set(inlined), graph.output_buffers())
     notes = tuple(_note(index_only[p], readers, p in removed) for p, readers in inlined.items())
     return dataclasses.replace(graph, nodes=tuple(nodes)), notes
 
@@ -62,7 +62,7 @@ def _is_index_only(body: Value) -> bool:
 
 def _substituted(node: LoopNode, index_only: dict[str, LoopNode], inlined: dict[str, list[str]]) -> LoopNode:
     """`node` with every plain load of an index-only buffer replaced by that buffer's value there."""
-    ranges = dict(zip(_loop_names(node), (*node.ranges, *node.reduction_ranges)))
+    ranges = loop_ranges(node)
 
     def leaf(v: Value) -> Value:
         if not isinstance(v, Load) or v.indirect or v.buffer not in index_only:
