@@ -33,6 +33,7 @@ from compiler_core.compiled_module import CompiledModule
 from compiler_core.decomp.conv_layout import CHOICES as CONV_LAYOUTS
 from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
+from compiler_core.gc_pause import gc_paused
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
@@ -389,6 +390,12 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
                        options: Options, released_inputs: frozenset = frozenset()) -> Callable:
     """The stages after AOT tracing: each artifact lands on `record` as soon as it exists.
     `released_inputs`: graph inputs nobody but this program holds (LoopGraph.released_inputs)."""
+    with gc_paused():  # see gc_pause.py: the collector's walks were a third of scheduling's time
+        return _compile_stages(gm, example_inputs, record, options, released_inputs)
+
+
+def _compile_stages(gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord, options: Options,
+                    released_inputs: frozenset) -> Callable:
     backend = _choose_backend(options.backend, example_inputs, gm)
     timer = _StageTimer(record)
     with timer("decomp"):

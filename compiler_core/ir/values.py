@@ -125,33 +125,48 @@ def walk(value: Value) -> Iterator[Value]:
         stack.extend(reversed(children(node)))
 
 
-def _memoized(transform: Callable[[Value, Callable[[Value], Value]], Value]) -> Callable[[Value], Value]:
-    """`transform(value, recurse)` applied once per distinct object of a tree."""
-    done: dict[int, tuple[Value, Value]] = {}  # id -> (the object, so its id stays its own; the result)
+class _memoized:
+    """`transform(value, recurse)` applied once per distinct object of a tree. (A class: a closure
+    that passes itself on is a reference cycle, and every traversal's results waited for the cyclic
+    collector.)"""
 
-    def recurse(value: Value) -> Value:
-        hit = done.get(id(value))
+    __slots__ = ("done", "transform")
+
+    def __init__(self, transform: Callable[[Value, Callable[[Value], Value]], Value]):
+        self.done: dict[int, tuple[Value, Value]] = {}  # id -> (the object, so its id stays its own; the result)
+        self.transform = transform
+
+    def __call__(self, value: Value) -> Value:
+        hit = self.done.get(id(value))
         if hit is None:
-            hit = done[id(value)] = (value, transform(value, recurse))
+            hit = self.done[id(value)] = (value, self.transform(value, self))
         return hit[1]
-
-    return recurse
 
 
 def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
     """Copy of the tree with each leaf (Load, Constant, IndexValue, ReductionResult) replaced (a Load's
     mask and positions are rebuilt before `leaf` sees it). A subtree shared in `value` is shared in the copy."""
 
+    # A subtree no leaf changes is returned as it is, not copied: most of a kernel's tree reads buffers
+    # made elsewhere, and copying it for every candidate plan was most of the scheduler's time.
     def transform(value: Value, recurse: Callable[[Value], Value]) -> Value:
         if isinstance(value, Op):
-            return Op(value.op, tuple(recurse(a) for a in value.args), value.dtype, value.origins)
+            args = tuple(recurse(a) for a in value.args)
+            if all(new is old for new, old in zip(args, value.args)):
+                return value
+            return Op(value.op, args, value.dtype, value.origins)
         if isinstance(value, Cast):
-            return Cast(recurse(value.arg), value.dtype, value.origins)
+            arg = recurse(value.arg)
+            return value if arg is value.arg else Cast(arg, value.dtype, value.origins)
         if isinstance(value, Load) and value.mask is not None:  # the mask first; `leaf` sees the new one
-            value = dataclasses.replace(value, mask=recurse(value.mask))
+            mask = recurse(value.mask)
+            if mask is not value.mask:
+                value = dataclasses.replace(value, mask=mask)
         if isinstance(value, Load) and value.indirect:
-            value = dataclasses.replace(value, indirect=tuple(dataclasses.replace(t, value=recurse(t.value))
-                                                              for t in value.indirect))
+            positions = tuple(recurse(t.value) for t in value.indirect)
+            if any(new is not t.value for new, t in zip(positions, value.indirect)):
+                value = dataclasses.replace(value, indirect=tuple(dataclasses.replace(t, value=new)
+                                                                  for new, t in zip(positions, value.indirect)))
         return leaf(value)
 
     return _memoized(transform)(value)

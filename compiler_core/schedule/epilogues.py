@@ -20,6 +20,7 @@ import dataclasses
 
 import torch
 
+from compiler_core.gc_pause import with_gc_paused
 from compiler_core.ir.graph import Buffer, ExternCall, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import linear_index
 from compiler_core.ir.lowering import broadcast_index, compute_dtype
@@ -32,6 +33,7 @@ ADDMM = "aten.addmm.default"
 MM_REASON = "matmul runs in cuBLAS/oneDNN (extern call); its bias add runs in the kernel after it"
 
 
+@with_gc_paused
 def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[LoopGraph, Schedule]:
     """Split each addmm whose bias add can fuse with its consumers; schedule the result; then fold
     each matmul whose product only a lone add reads into an addmm (schedule/accumulate.py). Without
