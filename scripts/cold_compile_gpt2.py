@@ -24,6 +24,9 @@ caches = tempfile.mkdtemp(prefix=f"cold-{options.compiler}-")  # before torch is
 os.environ["FCOMPILE_CACHE_DIR"] = os.path.join(caches, "fcompile")
 os.environ["TORCHINDUCTOR_CACHE_DIR"] = os.path.join(caches, "inductor")
 os.environ["TORCHINDUCTOR_FX_GRAPH_CACHE"] = "0"
+# Triton's own cache of compiled kernels (~/.triton/cache unless set): ours reads it, so a second run of
+# ours would find its kernels built by the first (Inductor keeps its Triton cache in its own directory).
+os.environ["TRITON_CACHE_DIR"] = os.path.join(caches, "triton")
 
 import torch  # noqa: E402
 import transformers  # noqa: E402
