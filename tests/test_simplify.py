@@ -145,3 +145,32 @@ def test_an_expression_written_twice_is_one_value_of_the_plan_and_the_pass_says_
     (note,) = [n for n in kernel.plan.notes if n.startswith("common subexpressions: ")]
     assert "1 written more than once" in note and "exp(" in note and "(2 uses)" in note, note
     assert "== common subexpressions\n   common subexpressions: 1 written" in describe_passes(kernel.passes)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_gathered_positions_are_simplified_too(backend):
+    # An upsample's coordinates reach its gathers as `to_int64(i) * 1 + 0`: the positions of a load
+    # (and its mask) are values the pass rewrites, as SegFormer's loss kernel showed.
+    import re
+
+    import torch.nn.functional as F
+
+    def upsampled_loss(logits, labels):
+        up = F.interpolate(logits, size=(24, 24), mode="bilinear", align_corners=False)
+        return F.cross_entropy(up, labels, ignore_index=255)
+
+    torch.manual_seed(0)
+    logits, labels = torch.randn(2, 5, 6, 6), torch.randint(0, 5, (2, 24, 24))
+    labels[0, :3] = 255
+    compiled = cc.compile(upsampled_loss, backend=backend)
+    torch.testing.assert_close(compiled(logits, labels), upsampled_loss(logits, labels))
+    positions = [t.value for k in compiled.session.kernels for step in k.plan.steps for value in step.values()
+                 for v in walk(value) if isinstance(v, Load) for t in v.indirect]
+    assert positions, "the upsample's gathers are in the kernels"
+    for position in positions:
+        for v in walk(position):
+            assert not (isinstance(v, Op) and v.op in ("mul", "add") and any(
+                isinstance(a, Constant) and a.value == (1 if v.op == "mul" else 0) for a in v.args)), \
+                format_value(position)
+    for k in compiled.session.kernels:
+        assert not re.search(r"\* 1\)|\+ 0\)", k.source), k.source

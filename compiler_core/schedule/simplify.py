@@ -17,13 +17,14 @@ NaN, infinities and signed zeros included. That rules out `x + 0.0 -> x` (-0.0 +
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from typing import Optional
 
 import torch
 
-from compiler_core.ir.values import Cast, Constant, Op, Value
+from compiler_core.ir.values import Cast, Constant, Load, Op, Value
 
 # The rules by the names the pass log prints.
 MUL_ONE = "x * 1 -> x"
@@ -69,7 +70,16 @@ def simplify_value(value: Value) -> tuple[Value, Counter]:
                 counts[SAME_CAST] += 1
                 return arg
             return Cast(arg, v.dtype, v.origins)
-        return v  # loads (masks and positions left as they are), constants, index values, reduction results
+        if isinstance(v, Load) and (v.mask is not None or v.indirect):
+            # A load's mask and gathered positions are values too: an upsample's clamped coordinates
+            # came with `i * 1 + 0` and int64 casts of int64 values into every gather of SegFormer's loss.
+            mask = None if v.mask is None else visit(v.mask)
+            positions = tuple(visit(t.value) for t in v.indirect)
+            if mask is v.mask and all(new is t.value for new, t in zip(positions, v.indirect)):
+                return v
+            return dataclasses.replace(v, mask=mask, indirect=tuple(dataclasses.replace(t, value=new)
+                                                                    for new, t in zip(positions, v.indirect)))
+        return v  # constants, index values, reduction results
 
     return visit(value), counts
 
