@@ -56,7 +56,8 @@ def schedule(graph: LoopGraph, fusion: bool = True) -> Schedule:
     scheduler = _Scheduler(graph, fusion)
     chosen, peak = _finished(graph, scheduler.run(), fusion)
     if scheduler.cross_space_merges:
-        without, peak_without = _finished(graph, _Scheduler(graph, fusion, cross_space_siblings=False).run(), fusion)
+        without, peak_without = _finished(graph, _Scheduler(graph, fusion, cross_space_siblings=False,
+                                                            caches_of=scheduler).run(), fusion)
         if peak_without < peak:
             note = (f"memory: not taken; the schedule with {len(scheduler.cross_space_merges)} merge(s) of "
                     f"siblings over other iteration spaces peaks at {_mib(peak)}, without them at "
@@ -88,7 +89,10 @@ def _ordered(graph: LoopGraph, sched: Schedule) -> tuple[Schedule, int]:
 
 
 class _Scheduler:
-    def __init__(self, graph: LoopGraph, fusion: bool = True, cross_space_siblings: bool = True):
+    def __init__(self, graph: LoopGraph, fusion: bool = True, cross_space_siblings: bool = True,
+                 caches_of: "_Scheduler | None" = None):
+        """`caches_of`: an earlier scheduler of the same graph whose plan verdicts and caches this one
+        reuses (they depend on the graph and the members alone, not on which pairs are tried)."""
         self.graph = graph
         self.fusion = fusion
         # Siblings are paired by element count (True) or only within one iteration space (False).
@@ -128,6 +132,9 @@ class _Scheduler:
         self._siblings = set()
         self._memory: GraphMemory | None = None  # memory_order's facts of the graph, made when first needed
         self._written: dict[tuple[str, ...], tuple[str, ...]] = {}  # members -> buffers the group writes
+        if caches_of is not None and caches_of.graph is graph:
+            self.plan_verdicts, self.recomputed = caches_of.plan_verdicts, caches_of.recomputed
+            self._written, self._memory = caches_of._written, caches_of._memory
 
     # ---- main loop ----------------------------------------------------------------------
     def run(self) -> Schedule:
