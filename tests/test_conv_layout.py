@@ -86,6 +86,9 @@ def _traced(model, x):
     def backend(gm, example_inputs):
         return _compat.aot_compile(gm, example_inputs, fw_compiler=keep, bw_compiler=keep, decompositions={})
 
+    # A fresh backend each call is a recompile of Dynamo's shared wrapper frame: after 8 of them in one
+    # process (earlier test files) Dynamo stops compiling it and no graph would come.
+    torch._dynamo.reset()
     torch.compile(model, backend=backend)(x)
     return graphs[0]
 

@@ -285,7 +285,14 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     Steps never read what their kernel stores (in-kernel producers are inlined), so moving the
     stores to the end of the iteration changes no value."""
     names = [f"x{i}" for i in range(len(plan.space.x))]
-    printer = CppPrinter(names[-1], plan.space.x[-1]) if names else CppPrinter()
+    outer = CppPrinter()  # the scope around the innermost loop (with two or more loops)
+    if len(names) >= 2 and plan.space.x[-1] > 0:
+        for step in plan.steps:
+            outer.origins = step.origins
+            _hoist_row_invariants(outer, step.value, frozenset(names[-1:]))
+    printer = outer.child() if names else CppPrinter()
+    if names:
+        printer.inner, printer.inner_size = names[-1], plan.space.x[-1]
     stores = []
     for step in plan.steps:
         printer.origins = step.origins
@@ -320,6 +327,9 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
             out.append("    " * depth + "#pragma omp simd")
         out.append("    " * depth + loop)
     indent = "    " * len(loops)
+    hoisted_at = "    " * (len(loops) - 1)
+    at = out.index(hoisted_at + "#pragma omp simd")  # what does not change along the innermost loop, before it
+    out[at:at] = [hoisted_at + ln for ln in outer.lines]
     out += [indent + ln for ln in printer.lines]
     out += ["    " * d + "}" for d in reversed(range(len(loops)))]
     return out
@@ -400,6 +410,7 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
     xnames = [f"x{i}" for i in range(len(plan.space.x))]
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
     row = CppPrinter()
+    r_vars = frozenset(rnames)
     phases = plan.phases()
     cached = _row_cached_expressions(plan, phases)
     r_flat = linear_index(rnames, Layout.contiguous(plan.space.r).stride)
@@ -422,6 +433,10 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         blocked = _blocked_sums(reductions)
         for s in blocked:
             row.lines.append(row.mark(f"{register_type(s.value.dtype)} comp_{s.node} = 0;", s.origins))
+        if plan.rnumel > 0:
+            for s in steps:
+                row.origins = s.origins
+                _hoist_row_invariants(row, _replace(s.value, readable), r_vars)
         inner = row.child()
         for s in steps:
             inner.origins = s.origins
@@ -453,6 +468,50 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
     else:
         out += ["{"] + ["    " + ln for ln in row.lines] + ["}"]
     return out
+
+
+def _hoist_row_invariants(row: CppPrinter, value: Value, r_vars: frozenset[str]) -> None:
+    """Print into the row's scope, before a reduction loop (or a pointwise kernel's innermost loop:
+    `r_vars` are that loop's variables), every largest subexpression of `value` that does not change
+    along that loop, and each gathered position whose value does not: the loop
+    body (a child scope, which finds them by their text) then only names them. GPT-2's embedding +
+    layer norm kernel read the token id and called `fc::checked_position` at each of a row's 768
+    elements, three times over: a call with a side effect (the error flag) that no compiler moves
+    out of a loop, in the loop GCC is asked to vectorise. The values and their order are unchanged,
+    so are the bits; the caller hoists only when the loop runs at least once (plan.rnumel > 0), so
+    nothing is read that the loop would not have read."""
+    varies: dict[int, tuple[Value, bool]] = {}
+
+    def along_r(v: Value) -> bool:
+        hit = varies.get(id(v))
+        if hit is None:
+            hit = varies[id(v)] = (v, any(
+                (isinstance(n, (Load, IndexValue)) and bool(n.index.free_vars() & r_vars)) for n in walk(v)))
+        return hit[1]
+
+    seen: set[int] = set()
+
+    def visit(v: Value) -> None:
+        if id(v) in seen or isinstance(v, (Constant, ReductionResult)):
+            return
+        seen.add(id(v))
+        if not along_r(v):
+            row.emit(v)
+            return
+        if isinstance(v, Load):
+            if v.mask is not None:
+                visit(v.mask)
+            mask_fixed = v.mask is None or not along_r(v.mask)
+            for t in v.indirect:
+                visit(t.value)
+                if mask_fixed and not along_r(t.value):
+                    mask = None if v.mask is None else row.emit(v.mask)
+                    row.named(row.position(t, row.emit(t.value), mask), t.value)
+            return
+        for child in (v.args if isinstance(v, Op) else (v.arg,) if isinstance(v, Cast) else ()):
+            visit(child)
+
+    visit(value)
 
 
 # Float sums are blocked: each pass of the innermost loop (at most SUM_BLOCK elements) sums into a
