@@ -28,7 +28,8 @@ def _simd_loop_bodies(source: str) -> list[str]:
 class _EmbeddingLayerNorm(nn.Module):
     def __init__(self, vocab: int = 100, width: int = 48):
         super().__init__()
-        self.tokens, self.positions, self.norm = nn.Embedding(vocab, width), nn.Embedding(32, width), nn.LayerNorm(width)
+        self.tokens, self.positions = nn.Embedding(vocab, width), nn.Embedding(32, width)
+        self.norm = nn.LayerNorm(width)
 
     def forward(self, ids):
         return self.norm(self.tokens(ids) + self.positions(torch.arange(ids.shape[1])))
