@@ -125,10 +125,12 @@ def walk(value: Value) -> Iterator[Value]:
         stack.extend(reversed(children(node)))
 
 
-class _memoized:
-    """`transform(value, recurse)` applied once per distinct object of a tree. (A class: a closure
-    that passes itself on is a reference cycle, and every traversal's results waited for the cyclic
-    collector.)"""
+class _Memo:
+    """`transform(value, recurse)` applied once per distinct object of a tree. A class, not a closure:
+    a closure that passes itself on is a reference cycle, and every traversal's results waited for
+    the cyclic collector. It is entered through the bound method `visit`, not `__call__`: calling an
+    instance goes through a C slot that counts against the recursion limit a second time per level,
+    and Bessel's deep recurrences then ran out of stack under pytest."""
 
     __slots__ = ("done", "transform")
 
@@ -136,11 +138,15 @@ class _memoized:
         self.done: dict[int, tuple[Value, Value]] = {}  # id -> (the object, so its id stays its own; the result)
         self.transform = transform
 
-    def __call__(self, value: Value) -> Value:
+    def visit(self, value: Value) -> Value:
         hit = self.done.get(id(value))
         if hit is None:
-            hit = self.done[id(value)] = (value, self.transform(value, self))
+            hit = self.done[id(value)] = (value, self.transform(value, self.visit))
         return hit[1]
+
+
+def _memoized(transform: Callable[[Value, Callable[[Value], Value]], Value]) -> Callable[[Value], Value]:
+    return _Memo(transform).visit
 
 
 def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
