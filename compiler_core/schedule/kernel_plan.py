@@ -326,14 +326,13 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     nodes = {n: graph.node(n) for n in members}
     ranges = space.ranges()
     inliner = _Inliner(graph, nodes, space, recomputed if recomputed is not None else {})
-    placed: dict[str, tuple[dict[str, Index], str]] = {}
+    placed = inliner.placed
     for n in members:
         p = inliner.place(n)
         if p is None and (nodes[n].output.name in materialized or nodes[n].kind != "pointwise"):
             raise PlanError(misfit_reason(nodes[n], space, nodes[n].output.name in materialized))
         if p is not None:
             placed[n] = p
-    inliner.placed = placed
     _check_scatters(list(nodes.values()), inliner.by_buffer, space)
     resolve = inliner.resolve
 
@@ -344,7 +343,7 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
         if node.kind in ("pointwise", "scatter") and not is_stored:
             continue  # a pointwise node not stored is inlined into its consumers; a scatter not stored, read by none
         mapping, scope = placed[n]
-        value = resolve(inliner.body_in_space(n, mapping))
+        value = resolve(inliner.body_in_space(n))
         store_index = _store_in_space(node, mapping, ranges) if is_stored else None
         if node.kind == "scatter":
             if is_stored:
@@ -392,11 +391,12 @@ class _Inliner:
             self.cache[key] = placement(self.nodes[n], self.space)
         return self.cache[key]
 
-    def body_in_space(self, n: str, mapping: dict[str, Index]) -> Value:
+    def body_in_space(self, n: str) -> Value:
+        """Member `n`'s body at its placement in the space (a placed member)."""
         key = ("body", n, self.space)
         if key not in self.cache:
             node = self.nodes[n]
-            self.cache[key] = subs_index(with_origins(node.body, node.origins), mapping, self.ranges)
+            self.cache[key] = subs_index(with_origins(node.body, node.origins), self.placed[n][0], self.ranges)
         return self.cache[key]
 
     def reads(self, value: Value) -> frozenset[str]:
