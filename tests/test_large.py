@@ -356,3 +356,18 @@ def test_a_training_step_with_bias_gradients_matches_eager(backend):
         torch.testing.assert_close(got[n], p.grad, atol=1e-6, rtol=1e-5)
     backward = [k for g in compiled.session.graphs if g.backward for k in g.backward.kernels]
     assert any(k.plan is not None and k.plan.columns for k in backward), [k.name for k in backward]
+
+
+@pytest.mark.parametrize("width", [19, 3000])  # a whole row in one block; a row looped over in blocks
+def test_row_max_and_min_keep_nan_in_one_reduction_tree(width):
+    # The combine function keeps a NaN (tl.max and tl.min drop it), so no second reduction looks
+    # for one; rows of -inf, a NaN beside +inf, and a NaN in the last (masked) block all as eager.
+    x = torch.randn(12, width)
+    x[3, 7] = x[9, 0] = x[11, width - 1] = float("nan")
+    x[5, :] = float("-inf")
+    x[9, 1] = float("inf")
+    for fn in (lambda t: t.amax(1), lambda t: t.amin(1), lambda t: torch.softmax(t, 1)):
+        compiled = cc.compile(fn, backend="triton")
+        torch.testing.assert_close(compiled(x), fn(x), equal_nan=True)
+        sources = "\n".join(k.source for g in compiled.session.graphs for k in g.kernels)
+        assert "_combine)" in sources and "!=" not in sources, sources

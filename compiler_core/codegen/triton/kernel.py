@@ -502,6 +502,8 @@ def choose_config(plan: KernelPlan, interpret: bool) -> dict:
     return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}
 
 
+# Persistent rows up to this block are tuned over rows per program rather than over warps per row.
+SHORT_ROW_RBLOCK = 64
 # Kernels smaller than this keep the heuristic config: tuning costs compiles and cannot win much.
 TUNE_MIN_ELEMENTS = 1 << 20
 
@@ -520,6 +522,12 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
     elif not plan.is_reduction:
         for block, warps in ((2048, 8), (512, 4)):
             out.append({"XBLOCK": min(block, _next_pow2(plan.xnumel)), "num_warps": warps})
+    elif best["RBLOCK"] <= SHORT_ROW_RBLOCK:
+        # Short rows (a per-pixel softmax over 19 classes): the heuristic packs many rows into each
+        # program; fewer rows per thread keep more loads in flight when each element gathers.
+        for xblock, warps in ((best["XBLOCK"], 8), (best["XBLOCK"] // 2, 4), (best["XBLOCK"] // 4, 4)):
+            if xblock >= 1 and warps * 32 <= xblock * best["RBLOCK"]:
+                out.append({"XBLOCK": xblock, "RBLOCK": best["RBLOCK"], "num_warps": warps})
     else:
         rblock = best["RBLOCK"]
         for xblock, warps in ((1, 4), (1, 16), (2, 8)):
@@ -730,11 +738,11 @@ def _finish_reduction(kind: str, block: str, dtype: torch.dtype) -> list[str]:
     fn = {"sum": "tl.sum", "prod": None, "amax": "tl.max", "amin": "tl.min"}[kind]
     if fn is None:
         return [f"_red = tl.reduce({block}, 1, _mul_combine)[:, None]"]
-    lines = [f"_red = {fn}({block}, 1)[:, None]"]
     if kind in ("amax", "amin") and dtype.is_floating_point:
-        lines.append(f"_red = tl.where(tl.max(({block} != {block}).to(tl.int32), 1)[:, None] > 0, "
-                     f"float('nan'), _red)")
-    return lines
+        # One tree whose combine keeps a NaN: tl.max / tl.min drop NaN, and a second reduction
+        # looking for one costs as much as the first.
+        return [f"_red = tl.reduce({block}, 1, _{kind}_combine)[:, None]"]
+    return [f"_red = {fn}({block}, 1)[:, None]"]
 
 
 def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, interpret: bool) -> list[str]:
@@ -1023,4 +1031,14 @@ MUL_COMBINE = '''
 @triton.jit
 def _mul_combine(a, b):
     return a * b
+
+
+@triton.jit
+def _amax_combine(a, b):
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _amin_combine(a, b):
+    return tl.where((a < b) | (a != a), a, b)
 '''
