@@ -486,3 +486,22 @@ def test_a_convolutions_bias_joins_the_kernel_after_it_on_the_gpu(dtype):
             torch.cuda.synchronize()
     names = [e.name for e in prof.events() if e.device_type == torch.autograd.DeviceType.CUDA]
     assert not [n for n in names if "elementwise_kernel" in n], names  # no ATen add after the convolution
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_an_overwriting_scatter_above_the_dense_cap_is_a_store_kernel_on_the_gpu(dtype):
+    # A KV-cache-like index_copy and a scatter with distinct positions (with repeats eager CUDA's own
+    # result is whichever store lands last): plain stores, values equal to eager's, no fallback.
+    g = torch.Generator(device="cuda").manual_seed(0)
+    cache = torch.randn(40000, 128, device="cuda", generator=g).to(dtype)
+    rows = torch.randperm(40000, device="cuda", generator=g)[:3000]
+    new = torch.randn(3000, 128, device="cuda", generator=g).to(dtype)
+
+    def update(cache, rows, new):
+        return cache.index_copy(0, rows, new * 2) + 1
+
+    compiled = cc.compile(update)
+    assert torch.equal(compiled(cache, rows, new), update(cache, rows, new))
+    assert compiled.session.stats["fallback_ops"] == []
+    sources = [k.source for k in compiled.session.kernels if k.kind == "scatter"]
+    assert sources and all("tl.store(" in s and "atomic" not in s for s in sources), sources

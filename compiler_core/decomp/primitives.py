@@ -98,6 +98,9 @@ OTHER: dict[str, str] = {
     "index": "an index expression used as a value (arange)",
     "scatter_add": "out = a copy of self, then for each element e of index: out[..., index[e], ...] += src[e] along "
                    "dim, an atomic add, the position range-checked (fcompile::scatter_add; decomp/atomic_scatter.py)",
+    "scatter_store": "out = a copy of self, then for each element e of index: out[..., index[e], ...] = src[e] "
+                     "along dim, a plain store, the position range-checked (fcompile::scatter_store; "
+                     "decomp/store_scatter.py)",
     "view": "no code: a new layout (sizes, strides, offset) over an existing buffer",
     "extern": "call PyTorch (matmul, convolution, and any op without a lowering)",
 }

@@ -13,7 +13,8 @@ The where and the reduction fuse into one kernel and `hits` is never stored, so 
 kernel and deterministic; an overwrite (scatter, index_copy) takes the last j that hits p, as
 ATen's CPU loop does. It is (scattered elements) x (positions) work: nothing for a relative-position
 bias table or a small gather's backward, ruinous for a graph network's scatter over 10^6 nodes, so
-above SHORT_SCATTER such a call stays PyTorch's. Indices are bounds-checked as ATen checks them
+above SHORT_SCATTER an overwrite is one store per element (store_scatter.py) and the other
+reductions stay PyTorch's. Indices are bounds-checked as ATen checks them
 (an index_select of the positions, which raises on an index out of range).
 
 Sums (scatter_add, index_add, put and index_put with accumulate, embedding's backward) have a second
@@ -32,6 +33,7 @@ import torch.nn.functional as F
 
 from compiler_core.decomp.atomic_scatter import atomic_cheaper, atomic_scatter_add
 from compiler_core.decomp.scans import SHORT_SCAN, extreme_identity
+from compiler_core.decomp.store_scatter import store_scatter
 
 aten = torch.ops.aten
 SHORT_SCATTER = 1 << 24  # scattered elements x positions along dim, at most
@@ -123,8 +125,11 @@ def _combine(kind: str, self: torch.Tensor, hits: _Hits, include_self: bool) -> 
 
 def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
-    if not (_supported(self, index, src) and _short(self, dim, index)):
+    if not _supported(self, index, src):
         return NotImplemented
+    if not _short(self, dim, index):  # one store per element (store_scatter.py), else PyTorch's call
+        stored = store_scatter(self, dim, index, src)
+        return NotImplemented if stored is None else stored
     hits = _Hits(self, dim, index, src)
     last = hits.reduce("last")
     placed = src.gather(dim, last.clamp(min=0))
@@ -133,8 +138,11 @@ def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
 
 def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
-    if not (_supported(self, index) and _short(self, dim, index)):
+    if not _supported(self, index):
         return NotImplemented
+    if not _short(self, dim, index):  # the value stored at each position hit (store_scatter.py)
+        stored = store_scatter(self, dim, index, self.new_full(index.shape, value))
+        return NotImplemented if stored is None else stored
     hits = _Hits(self, dim, index, None)
     return torch.where(hits.fit(hits.reduce("count") > 0, False), value, self)
 

@@ -185,6 +185,8 @@ POINTWISE_OPS = {
     torch.ops.fcompile.three_term_recurrence: "recurrence",
     # an accumulating indirect store (decomp/atomic_scatter.py): a loop over the source with atomic adds
     torch.ops.fcompile.scatter_add: "scatter_add",
+    # an overwriting indirect store (decomp/store_scatter.py): a loop over the source with plain stores
+    torch.ops.fcompile.scatter_store: "scatter_store",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}

@@ -140,11 +140,12 @@ class LoopNode:
     # every tensor input when the schema does not say).  The memory planner keeps them together.
     may_alias: tuple[str, ...] = ()
     source_fn: str = ""  # the user-level function it came from ("layer_norm", "gelu", "add"...)
-    # A scatter (kind "scatter"): for each x point of `ranges`, `body` is added (`accumulate`, "add") into
-    # output[store_index + sum(position * stride)], the positions read from index tensors and range-checked
-    # like an indirect load's. The output is `destination`'s storage (a copy of the scatter's `self` made by
-    # the node before it), updated in place: `may_alias` names it, so the memory planner keeps the two in
-    # one storage, and the scatter reads it, so the scheduler orders it after the copy.
+    # A scatter (kind "scatter"): for each x point of `ranges`, `body` is added (`accumulate` "add", an
+    # atomic add) or stored ("overwrite", a plain store) into output[store_index + sum(position * stride)],
+    # the positions read from index tensors and range-checked like an indirect load's. The output is
+    # `destination`'s storage (a copy of the scatter's `self` made by the node before it), updated in
+    # place: `may_alias` names it, so the memory planner keeps the two in one storage, and the scatter
+    # reads it, so the scheduler orders it after the copy.
     scatter_positions: tuple[IndirectIndex, ...] = ()
     destination: str = ""
     accumulate: str = ""
@@ -180,8 +181,8 @@ class LoopNode:
         if self.kind == "scatter":
             target = f"{self.name}[{self.store_index}{format_position(self.scatter_positions)}]"
             return (f"{head}\n    {self.name} = {self.destination}  (same storage, updated in place)\n    {loop}"
-                    f"\n    {target} {'+' if self.accumulate == 'add' else self.accumulate}= {format_value(self.body)}"
-                    "  (atomic)")
+                    f"\n    {target} {'+=' if self.accumulate == 'add' else '='} {format_value(self.body)}"
+                    f"  ({'atomic' if self.accumulate == 'add' else 'overwrite'})")
         if self.kind == "reduction":
             loop += f", r in {list(self.reduction_ranges)}: {self.reduction_type}"
         return f"{head}\n    {loop}\n    {self.name}[{self.store_index}] = {format_value(self.body)}"

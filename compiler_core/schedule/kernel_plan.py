@@ -243,8 +243,8 @@ class KernelPlan:
 
     @property
     def scatters(self) -> bool:
-        """Whether some step adds into positions read from memory (a scatter kernel: codegen prints its
-        loop without vector pragmas and with atomic adds)."""
+        """Whether some step adds or stores into positions read from memory (a scatter kernel: codegen
+        prints its loop without vector pragmas, with atomic adds or plain stores)."""
         return any(step.accumulate for step in self.all_steps())
 
     def all_steps(self) -> tuple[Step, ...]:
@@ -285,7 +285,8 @@ class KernelPlan:
                 target = f"{step.store_buffer}[{step.store_index}]" if step.store_buffer else f"{step.node} (kept)"
                 if step.accumulate:
                     target = f"{step.store_buffer}[{step.store_index}{format_position(step.store_positions)}]"
-                    lines.append(f"    {target} += {value}    # {step.node} (atomic {step.accumulate})")
+                    op, how = ("+=", f"atomic {step.accumulate}") if step.accumulate == "add" else ("=", "overwrite")
+                    lines.append(f"    {target} {op} {value}    # {step.node} ({how})")
                     continue
                 lines.append(f"    {target} = {value}    # {step.node}")
         return "\n".join(lines)

@@ -136,7 +136,13 @@ def scatter_order(plan: KernelPlan) -> KernelPlan:
     """A note on a scatter kernel's atomic adds (decomp/atomic_scatter.py): float sums land in whatever
     order the programs or threads reach an element, so their last bits may differ from run to run, as
     on eager CUDA and in Inductor; integer sums are exact in any order. Changes nothing else."""
-    steps = [s for s in plan.steps if s.accumulate]
+    overwrites = [s.node for s in plan.steps if s.accumulate == "overwrite"]
+    if overwrites:
+        plan = dataclasses.replace(plan, notes=plan.notes + (
+            f"scatter: {', '.join(overwrites)} store each element at its position; where two land on one, C++ "
+            "stores on one thread in index order (the last wins, as eager CPU), Triton in any order (as eager "
+            "CUDA)",))
+    steps = [s for s in plan.steps if s.accumulate == "add"]
     if not steps:
         return plan
     floats = [s.node for s in steps if s.store_dtype.is_floating_point]

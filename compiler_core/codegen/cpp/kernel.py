@@ -209,12 +209,16 @@ def reduction_combine(kind: str, acc: str, value: str, floating: bool) -> str:
 
 
 def store_statement(step: Step, value_name: str) -> str:
-    ref = f"{step.store_buffer}[{step.store_index.render(div='/')}]"
-    if step.store_dtype == torch.bfloat16:
-        return f"{ref} = fc::float_to_bf16({value_name});"
-    if step.store_dtype == torch.float16:
-        return f"{ref} = fc::float_to_f16({value_name});"
-    return f"{ref} = static_cast<{STORAGE_TYPE[step.store_dtype]}>({value_name});"
+    return f"{step.store_buffer}[{step.store_index.render(div='/')}] = {stored_value(step.store_dtype, value_name)};"
+
+
+def stored_value(dtype: torch.dtype, value_name: str) -> str:
+    """A register value as the storage type holds it (bf16 and fp16 rounded from float, not cast)."""
+    if dtype == torch.bfloat16:
+        return f"fc::float_to_bf16({value_name})"
+    if dtype == torch.float16:
+        return f"fc::float_to_f16({value_name})"
+    return f"static_cast<{STORAGE_TYPE[dtype]}>({value_name})"
 
 
 def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset()) -> KernelSource:
@@ -235,7 +239,7 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
     if aliased and (plan.is_reduction or plan.scatters):
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.scatters:
-        body = scatter_body(plan, CppPrinter(), store_statement, STORAGE_TYPE)
+        body = scatter_body(plan, CppPrinter(), store_statement, stored_value)
     elif plan.segments:
         body = _segmented_body(plan, stores_last=bool(aliased))
     elif plan.is_reduction and plan.columns and len(plan.space.x) == 1:

@@ -1,5 +1,6 @@
 """C++ for a scatter kernel's plan (KernelPlan.scatters): a loop over the source elements whose scatter
-steps add their value into positions read from memory.
+steps add their value into positions read from memory (an overwrite stores it, on one thread in
+index order: decomp/store_scatter.py).
 
     #pragma omp parallel for collapse(2) num_threads(nthreads)     (only from SCATTER_PARALLEL_MIN)
     for (int64_t x0 = 0; x0 < 2048; x0++) {
@@ -29,13 +30,16 @@ from compiler_core.schedule.kernel_plan import KernelPlan, Step
 SCATTER_PARALLEL_MIN = 1 << 16
 
 
-def scatter_body(plan: KernelPlan, printer: CSEPrinter, store_statement, storage_type: dict) -> list[str]:
-    """The loop nest of a scatter plan; `store_statement(step, value)` prints its plain stores."""
-    parallel = plan.xnumel >= SCATTER_PARALLEL_MIN
+def scatter_body(plan: KernelPlan, printer: CSEPrinter, store_statement, stored_value) -> list[str]:
+    """The loop nest of a scatter plan; `store_statement(step, value)` prints its plain stores,
+    `stored_value(dtype, value)` a value converted to the storage type."""
+    # An overwrite keeps eager CPU's element where two land on one position only in index order.
+    parallel = plan.xnumel >= SCATTER_PARALLEL_MIN and not any(s.accumulate == "overwrite" for s in plan.steps)
     for step in plan.steps:
         printer.origins = step.origins
         if step.accumulate:
-            printer.lines += _add(printer, step, parallel, storage_type[step.store_dtype])
+            value = stored_value(step.store_dtype, printer.emit(step.value))
+            printer.lines += _scattered(printer, step, parallel, value)
         else:
             printer.lines.append(printer.mark(store_statement(step, printer.emit(step.value))))
     names = [f"x{i}" for i in range(len(plan.space.x))]
@@ -49,8 +53,7 @@ def scatter_body(plan: KernelPlan, printer: CSEPrinter, store_statement, storage
     return out + ["    " * d + "}" for d in reversed(range(len(names)))]
 
 
-def _add(printer: CSEPrinter, step: Step, atomic: bool, storage: str) -> list[str]:
-    value = printer.emit(step.value)
+def _scattered(printer: CSEPrinter, step: Step, parallel: bool, value: str) -> list[str]:
     offset = step.store_index.render(div="/")
     inside = []
     for t in step.store_positions:
@@ -58,6 +61,7 @@ def _add(printer: CSEPrinter, step: Step, atomic: bool, storage: str) -> list[st
         checked = printer.named(printer.position(t, raw, None), t.value)
         offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
         inside.append(f"{raw} >= 0 && {raw} < {t.size}")
-    add = printer.mark(f"    {step.store_buffer}[{offset}] += static_cast<{storage}>({value});")
-    pragma = ["    #pragma omp atomic"] if atomic else []
-    return [f"if ({' && '.join(inside) or 'true'}) {{", *pragma, add, "}"]
+    op = "+=" if step.accumulate == "add" else "="
+    write = printer.mark(f"    {step.store_buffer}[{offset}] {op} {value};")
+    pragma = ["    #pragma omp atomic"] if parallel and step.accumulate == "add" else []
+    return [f"if ({' && '.join(inside) or 'true'}) {{", *pragma, write, "}"]

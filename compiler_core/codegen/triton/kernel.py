@@ -686,9 +686,10 @@ def _store(step: Step, value: str, mask: str, shape: str) -> str:
     return f"tl.store({step.store_buffer} + {pointer_offset(step.store_index)}, ({value}){cast}, {mask})"
 
 
-def _atomic_add(printer: TritonPrinter, step: Step) -> str:
+def _scattered_store(printer: TritonPrinter, step: Step) -> str:
     """A scatter's step: its value added into positions read from memory, one atomic add per lane (lanes of
-    one block may hit one element: a plain load-add-store would lose all but one). A lane whose position
+    one block may hit one element: a plain load-add-store would lose all but one), or stored there (an
+    overwrite). A lane whose position
     is out of range adds nothing; the position check has flagged it (the runtime raises eager's error)."""
     value = printer.emit(step.value)
     if not _depends_on_position(step.value):
@@ -699,6 +700,8 @@ def _atomic_add(printer: TritonPrinter, step: Step) -> str:
         checked = printer.named(printer.position(t, raw, None), t.value)
         offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
         lanes += f" & ({raw} >= 0) & ({raw} < {t.size})"
+    if step.accumulate == "overwrite":  # lanes landing on one element: one of them wins, as on eager CUDA
+        return f"tl.store({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), mask={lanes})"
     return (f"tl.atomic_add({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), "
             f"mask={lanes}, sem=\"relaxed\")")
 
@@ -713,7 +716,7 @@ def _pointwise_body(steps: list[Step], interpret: bool, stores_last: bool = Fals
     stores = []
     for s in steps:
         printer.origins = s.origins
-        store = _atomic_add(printer, s) if s.accumulate else _store(s, printer.emit(s.value), "xmask", "[XBLOCK]")
+        store = _scattered_store(printer, s) if s.accumulate else _store(s, printer.emit(s.value), "xmask", "[XBLOCK]")
         stores.append(printer.mark(store))
         if not stores_last:
             printer.lines += stores

@@ -28,7 +28,7 @@ from compiler_core.ir.lowering.pointwise import (
     where_,
 )
 from compiler_core.ir.lowering.reductions import reduction_handler
-from compiler_core.ir.lowering.scatter import scatter_add
+from compiler_core.ir.lowering.scatter import scatter_add, scatter_store
 
 HANDLERS: dict[str, Callable] = {
     **{p: elementwise(p, 2) for p in ("add", "sub", "mul", "truediv", "floordiv", "truncdiv", "remainder",
@@ -51,6 +51,6 @@ HANDLERS: dict[str, Callable] = {
     "fmax": fmax_fmin("maximum"), "fmin": fmax_fmin("minimum"),
     "cat": cat_, "constant_pad": constant_pad, "flip": flip_, "roll": roll_,
     "gather": gather, "index_select": index_select, "embedding": embedding, "take": take_,
-    "index_tensor": index_tensor, "recurrence": recurrence_, "scatter_add": scatter_add,
+    "index_tensor": index_tensor, "recurrence": recurrence_, "scatter_add": scatter_add, "scatter_store": scatter_store,
     **{k: reduction_handler(k) for k in ("sum", "mean", "amax", "amin", "prod", "var")},
 }

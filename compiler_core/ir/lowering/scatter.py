@@ -1,10 +1,12 @@
-"""Lowering of the accumulating scatter, fcompile::scatter_add(self, dim, index, src) (decomp/atomic_scatter.py).
+"""Lowering of the scatters: fcompile::scatter_add(self, dim, index, src) (decomp/atomic_scatter.py)
+and fcompile::scatter_store (decomp/store_scatter.py).
 
 Two loop nodes:
 
     buf4 = copy of self                              (pointwise: a fill of zeros fuses into it)
     buf5 = buf4, then for x in index's shape:        (kind "scatter", in buf4's storage)
-        buf5[x with x_dim replaced by checked(index[x], size)] += src[x]    (atomic)
+        buf5[x with x_dim replaced by checked(index[x], size)] += src[x]    (atomic; "add")
+        buf5[x with x_dim replaced by checked(index[x], size)] = src[x]     (scatter_store: "overwrite")
 
 The copy is the scatter's own buffer, read by nothing else, so updating it in place changes no
 value anyone else can see; the scatter node names it as `destination` (a read, so the scheduler
@@ -27,10 +29,20 @@ ATOMIC_DTYPES = (torch.float32, torch.float64, torch.int32, torch.int64)
 
 
 def scatter_add(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
-    self_, dim, index, src = node.args
-    shape, index_shape = tuple(val.shape), tuple(_compat.fake_value(index).shape)
     if val.dtype not in ATOMIC_DTYPES:
         raise Unsupported(f"no atomic add for {val.dtype}")
+    return _scatter(lw, node, val, "add")
+
+
+def scatter_store(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+    if val.dtype == torch.bool or val.is_complex():
+        raise Unsupported(f"no overwriting scatter for {val.dtype}")
+    return _scatter(lw, node, val, "overwrite")
+
+
+def _scatter(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, accumulate: str) -> ViewRef:
+    self_, dim, index, src = node.args
+    shape, index_shape = tuple(val.shape), tuple(_compat.fake_value(index).shape)
     if not shape or 0 in index_shape:
         raise Unsupported("a 0-d or empty scatter")
     dim %= len(shape)
@@ -50,4 +62,4 @@ def scatter_add(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef
     term = IndirectIndex(position, shape[dim], layout.stride[dim], SCATTER_ERROR, wrap=False)
     return lw.add_node(LoopNode(name=out.name, kind="scatter", output=out, origins=(node.name,), ranges=index_shape,
                                 body=body, store_index=store, scatter_positions=(term,),
-                                destination=destination.buffer, accumulate="add", may_alias=(destination.buffer,)))
+                                destination=destination.buffer, accumulate=accumulate, may_alias=(destination.buffer,)))
