@@ -268,14 +268,17 @@ def test_column_reductions_match_eager(name, dtype, backend):
 @pytest.mark.parametrize("backend", ["triton", "cpp"])
 def test_column_reductions_propagate_nan_and_inf_as_eager(name, special, backend):
     fn = COLUMN_CASES[name]
-    x = torch.randn(1000, 96)
+    x = torch.randn(1000, 96, generator=torch.Generator().manual_seed(7))
     value = {"nan": float("nan"), "inf": float("inf"), "-inf": float("-inf"), "inf_and_-inf": float("inf")}[special]
     x[123, 5] = x[999, 70] = value  # inside a chunk of the first block, the last row of the masked block
     if special == "inf_and_-inf":
         x[500, 5] = float("-inf")
     actual, kernels = _run_split(fn, x, backend)
     assert any(k.plan is not None and k.plan.columns for k in kernels)
-    torch.testing.assert_close(actual, fn(x), equal_nan=True)
+    # The point is where NaN and inf land. The finite columns are fp32 sums of 1,000 terms near 30 in
+    # size; Triton's chunked partials are off by up to ~1e-5 (unseeded, 4 seeds in 12 exceeded the
+    # default atol of 1e-5; eager's column sums are exact to 1e-10 here).
+    torch.testing.assert_close(actual, fn(x), equal_nan=True, atol=1e-4, rtol=1.3e-6)
 
 
 def test_cpp_column_sums_are_as_accurate_as_eagers():

@@ -7,7 +7,7 @@ from typing import Any
 
 from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
-from compiler_core.codegen.triton.kernel import HELPERS, INTERPRETER_HELPERS, MUL_COMBINE
+from compiler_core.codegen.triton.kernel import COMBINE_FUNCTIONS, HELPERS, INTERPRETER_HELPERS
 from compiler_core.runtime import cache
 
 _LOADED_TRITON: dict[str, dict[str, Any]] = {}
@@ -17,7 +17,7 @@ def triton_module_source(kernels: tuple[KernelSource, ...], interpret: bool) -> 
     header = ["import triton", "import triton.language as tl"]
     if not interpret:
         header.append(_compat.libdevice_import())
-    helpers = HELPERS + MUL_COMBINE + (INTERPRETER_HELPERS if interpret else "")
+    helpers = HELPERS + COMBINE_FUNCTIONS + (INTERPRETER_HELPERS if interpret else "")
     return "\n".join(header) + "\n" + helpers + "\n\n" + "\n\n\n".join(k.source for k in kernels) + "\n"
 
 

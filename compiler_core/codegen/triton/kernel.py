@@ -689,8 +689,8 @@ def _store(step: Step, value: str, mask: str, shape: str) -> str:
 def _scattered_store(printer: TritonPrinter, step: Step) -> str:
     """A scatter's step: its value added into positions read from memory, one atomic add per lane (lanes of
     one block may hit one element: a plain load-add-store would lose all but one), or stored there (an
-    overwrite). A lane whose position
-    is out of range adds nothing; the position check has flagged it (the runtime raises eager's error)."""
+    overwrite). A lane whose position is out of range writes nothing; the position check has flagged it
+    (the runtime raises eager's error)."""
     value = printer.emit(step.value)
     if not _depends_on_position(step.value):
         value = f"tl.full([XBLOCK], {value}, {register_dtype(step.value.dtype)})"
@@ -1030,7 +1030,8 @@ def _nan_arg(step: Step) -> str:
     return ", propagate_nan=tl.PropagateNan.ALL" if step.value.dtype.is_floating_point else ""
 
 
-MUL_COMBINE = '''
+# Combine functions of tl.reduce: a product, and a max and min that keep NaN (_finish_reduction).
+COMBINE_FUNCTIONS = '''
 @triton.jit
 def _mul_combine(a, b):
     return a * b
