@@ -34,6 +34,7 @@ from compiler_core.decomp.conv_layout import CHOICES as CONV_LAYOUTS
 from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.gc_pause import gc_paused
+from compiler_core.ir import symbolic
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
@@ -238,8 +239,58 @@ class CompiledFunction:
         session.graphs.append(record)
         traced = per_size.traced_inputs(gm, example_inputs)
         if per_size.symbolic_positions(traced):
+            if self._symbolic_eligible(traced):
+                try:
+                    return self._symbolic(gm, example_inputs, record, session)
+                except symbolic.NotSymbolic as why:
+                    session.messages.append(
+                        f"graph {captured.index} has symbolic sizes our kernels cannot take yet ({why}): it is "
+                        "compiled for each new size instead")
+                    fresh = GraphRecord(captured=captured)
+                    session.graphs[session.graphs.index(record)] = record = fresh
             return self._per_size(gm, traced, record)
         return self._aot(gm, example_inputs, record, session)
+
+    def _symbolic_eligible(self, traced: list) -> bool:
+        """Symbolic kernels (ir/symbolic.py) serve inference graphs in the default mode; training
+        graphs, CUDA graphs and the kernel check compile per concrete size."""
+        training = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in traced)
+        return (symbolic.ENABLED and not training and self.options.mode == "default"
+                and not self.options.check_kernels)
+
+    def _symbolic(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
+                  session: CompileSession) -> Callable:
+        """One compilation whose kernels take the sizes as arguments. Raises NotSymbolic where a
+        stage cannot (yet): the caller then compiles per concrete size."""
+        def compile_forward(fw: torch.fx.GraphModule, inputs: list) -> Callable:
+            record.aten_graph = fw
+            with symbolic.shape_env_of(fw) as env:
+                before = len(env.guards) if env is not None else 0
+                try:
+                    compiled = compile_aten_graph(fw, inputs, record, self.options)
+                except symbolic.NotSymbolic:
+                    raise
+                except Exception as exc:  # noqa: BLE001 - a stage not ready for symbols: compile per size
+                    raise symbolic.NotSymbolic(f"{type(exc).__name__}: {exc}") from exc
+                if env is not None:
+                    record.size_guards = tuple(str(g.expr) for g in env.guards[before:])
+            return compiled
+
+        def no_backward(*_: Any) -> Callable:
+            raise symbolic.NotSymbolic("the graph needs a backward")
+
+        traced = per_size.traced_inputs(gm, example_inputs)
+        record.symbolic = True
+        record.sizes = per_size.describe(per_size.example_bindings(traced))
+        try:
+            return _compat.aot_compile(gm, example_inputs, fw_compiler=_outside_dynamo(compile_forward),
+                                       bw_compiler=no_backward, decompositions=decomposition_table())
+        except symbolic.NotSymbolic:
+            raise
+        except _compat.dynamo_restart_exceptions():
+            raise
+        except Exception as exc:  # noqa: BLE001 - AOT tracing of the symbolic graph failed
+            raise symbolic.NotSymbolic(f"AOT tracing failed: {type(exc).__name__}: {exc}") from exc
 
     def _aot(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
              session: CompileSession) -> Callable:
@@ -390,7 +441,7 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
                        options: Options, released_inputs: frozenset = frozenset()) -> Callable:
     """The stages after AOT tracing: each artifact lands on `record` as soon as it exists.
     `released_inputs`: graph inputs nobody but this program holds (LoopGraph.released_inputs)."""
-    with gc_paused():  # see gc_pause.py: the collector's walks were a third of scheduling's time
+    with gc_paused(), symbolic.shape_env_of(gm):  # gc_pause.py: the collector's walks were a third of scheduling
         return _compile_stages(gm, example_inputs, record, options, released_inputs)
 
 

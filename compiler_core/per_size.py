@@ -70,6 +70,18 @@ def bindings(traced: list, args: tuple, positions: tuple[int, ...]) -> dict[str,
     return dict(sorted(bound.items(), key=lambda kv: (len(kv[0]), kv[0])))
 
 
+def example_bindings(traced: list) -> dict[str, Any]:
+    """Each plain size symbol of the graph's inputs with its value in the call Dynamo traced."""
+    bound: dict[str, Any] = {}
+    for value in traced:
+        sizes = (value,) if isinstance(value, torch.SymInt) else \
+            (*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else ()
+        for s in sizes:
+            if isinstance(s, torch.SymInt) and str(s).isidentifier() and s.node.hint is not None:
+                bound.setdefault(str(s), s.node.hint)
+    return dict(sorted(bound.items(), key=lambda kv: (len(kv[0]), kv[0])))
+
+
 def scalar_positions(traced: list) -> frozenset[int]:
     """The graph inputs that are symbolic scalars (a size Dynamo passes as an int)."""
     return frozenset(i for i, v in enumerate(traced) if isinstance(v, _SYMBOLIC))

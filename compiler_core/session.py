@@ -40,8 +40,13 @@ class GraphRecord:
     error_traceback: Optional[str] = None  # the compiler's traceback behind a fallback, for bug reports
     backward: Optional["GraphRecord"] = None  # the compiled backward graph, when training
     part: str = "forward"  # "backward" for the record of a backward graph
-    # A graph captured with symbolic sizes is compiled per concrete size (per_size.py): which, e.g. "s0=8".
+    # A graph captured with symbolic sizes is compiled per concrete size (per_size.py): which, e.g. "s0=8";
+    # or, `symbolic`, once with kernels that take the sizes as arguments (ir/symbolic.py): then `sizes`
+    # are the example call's, and `size_guards` the conditions on sizes our compiler added to Dynamo's
+    # guards (a call that breaks one is compiled again).
     sizes: str = ""
+    symbolic: bool = False
+    size_guards: tuple[str, ...] = ()
 
     @property
     def checks(self) -> tuple[KernelCheck, ...]:
@@ -55,7 +60,10 @@ class GraphRecord:
 
     def pretty(self) -> str:
         parts = [self.captured.pretty()]
-        if self.sizes:
+        if self.symbolic:
+            parts.append(f"# compiled once for symbolic sizes (example: {self.sizes})")
+            parts += [f"# size guard: {g}" for g in self.size_guards]
+        elif self.sizes:
             parts.append(f"# compiled for {self.sizes}")
         if self.fallback_reason:
             parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")

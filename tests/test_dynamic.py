@@ -1,5 +1,7 @@
-"""Dynamic shapes: a graph Dynamo captures with symbolic sizes runs our kernels, compiled once per
-concrete size (compiler_core/per_size.py), never eager PyTorch; values always checked against eager."""
+"""Dynamic shapes: a graph Dynamo captures with symbolic sizes runs our kernels, never eager PyTorch;
+values always checked against eager. Symbolic kernels (one compilation for every size) are tested in
+tests/test_symbolic.py; here also the path they fall back to, one compilation per concrete size
+(compiler_core/per_size.py), which training graphs take."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core import per_size
+from compiler_core.ir import symbolic
 from explorer.exploration import gather
 from explorer.views import capture
 from tests.models.zoo import ZOO
@@ -20,7 +23,8 @@ def _ran_ours(session) -> None:
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
-def test_one_dynamo_graph_serves_every_size_with_our_kernels(backend):
+def test_one_dynamo_graph_serves_every_size_with_our_kernels(backend, monkeypatch):
+    monkeypatch.setattr(symbolic, "ENABLED", False)  # the per-size path (tests/test_symbolic.py: the symbolic one)
     def fn(x, w):
         return torch.nn.functional.gelu(x @ w).softmax(-1) * x.shape[0]
 
@@ -54,6 +58,7 @@ def test_a_symbolic_int_argument_is_bound_per_value():
 
 def test_sizes_beyond_the_limit_run_in_eager_and_say_so(monkeypatch):
     monkeypatch.setattr(per_size, "MAX_SIZES", 2)
+    monkeypatch.setattr(symbolic, "ENABLED", False)  # the per-size path (symbolic kernels serve this graph)
     compiled = cc.compile(lambda x: torch.tanh(x) + 1, backend="cpp", dynamic=True)
     for rows in (2, 3, 4):
         x = torch.randn(rows, 5)
@@ -103,4 +108,6 @@ def test_gpt2_at_four_sizes_compiles_in_dynamo_at_most_twice_and_never_falls_bac
         s = compiled.session
         _ran_ours(s)
         dynamo_compiles += 1 if (batch, seq) == (2, 6) else len(s.recompiles) > 0
+        if not train:  # one symbolic compilation of ours serves every size (training: one per size)
+            assert all(g.symbolic for g in s.graphs), s.messages
     assert dynamo_compiles <= 2

@@ -255,9 +255,9 @@ def test_dynamic_compiles_once_for_two_shapes(shell):
     torch.testing.assert_close(shell.user_ns["r"], torch.sigmoid(shell.user_ns["x"]) * 2)
     session = shell.user_ns["s"]
     assert session.recompiles == []
-    # Dynamo's one symbolic graph, compiled by us for the new size (not run in eager PyTorch)
+    # Dynamo's one symbolic graph, compiled by us once (symbolic kernels), served the new size
     assert session.stats["fallback_graphs"] == 0 and session.kernels, session.messages
-    assert "=5" in session.graphs[0].sizes
+    assert session.graphs[0].symbolic and session.graphs[0].sizes
 
 
 @pytest.mark.slow

@@ -18,6 +18,7 @@ import torch
 
 from compiler_core._compat import fake_value
 from compiler_core.ir.graph import LoopGraph
+from compiler_core.ir.symbolic import hint
 from compiler_core.schedule.artifacts import FusionGroup, Schedule
 
 # Ops that return a view of their input: eager PyTorch moves no data for them.
@@ -88,7 +89,8 @@ def group_bytes(loops: LoopGraph, group: FusionGroup, sizes: dict[str, int] | No
         writes |= produced
     total = sum(sizes.get(b, 0) for b in (reads | writes) if b not in updated)
     for node in {id(n): n for n in updated.values()}.values():
-        touched = min(prod(node.ranges), node.output.layout.numel) * node.output.dtype.itemsize
+        touched = min(hint(prod(node.ranges), loops.size_hints),
+                      hint(node.output.layout.numel, loops.size_hints)) * node.output.dtype.itemsize
         total += 2 * touched  # each reached element read and written back
     return total
 
@@ -100,10 +102,10 @@ def ops_fused(schedule: Schedule) -> int:
 
 def buffer_sizes(loops: LoopGraph) -> dict[str, int]:
     """Bytes of every buffer of a loop graph: inputs, node outputs and constants."""
-    sizes = {b.name: b.nbytes for b in loops.inputs}
+    sizes = {b.name: hint(b.nbytes, loops.size_hints) for b in loops.inputs}  # symbolic: the example call's
     for node in loops.nodes:
         for buffer in (node.output, *node.extra_outputs):
-            sizes[buffer.name] = buffer.nbytes
+            sizes[buffer.name] = hint(buffer.nbytes, loops.size_hints)
     for name, tensor in loops.constants.items():
         sizes.setdefault(name, tensor_bytes(tensor))
     return sizes
@@ -120,7 +122,10 @@ def _op_name(node: torch.fx.Node) -> str:
 def tensor_bytes(value: Any) -> int:
     """Bytes of every tensor in a value (nested lists and tuples included)."""
     if isinstance(value, torch.Tensor):
-        return value.numel() * value.element_size()
+        numel = value.numel()
+        if isinstance(numel, torch.SymInt):  # a graph traced with symbolic sizes: the example call's
+            numel = numel.node.hint or 0
+        return numel * value.element_size()
     if isinstance(value, (list, tuple)):
         return sum(tensor_bytes(v) for v in value)
     return 0

@@ -45,6 +45,9 @@ class KernelSource:
     segments: tuple[int, ...] = ()
     index_dtype: str = "int32"  # the kernel's index arithmetic (schedule/plan_passes.choose_index_width)
     split: Optional[SplitLaunch] = None  # a reduction split across programs: two kernels, one launch each
+    # Symbolic sizes (ir/symbolic.py) the kernel takes after the buffers, by name ("s0"): the host
+    # program passes each call's values.
+    size_args: tuple[str, ...] = ()
     # The kernel IR this source prints (after the plan passes): `plan.pretty()` shows it.
     plan: Optional["KernelPlan"] = field(default=None, compare=False, repr=False)
     # Each plan pass over it, with the plan as printed after the pass (schedule/plan_passes.PassRecord).

@@ -21,12 +21,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Any, Optional, Union
 
+import sympy
 import torch
 
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
+from compiler_core.ir.symbolic import NotSymbolic, python_expr
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import (
     KernelPlan,
@@ -127,9 +129,14 @@ def generate_program(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, back
         both = {b for pair in memory.inplace if set(pair) <= set(plan.arguments) for b in pair}
         aliased = frozenset(p for p, b in zip([n for n, _ in plan.inputs + plan.outputs], plan.arguments)
                             if b in both)
-        if backend == "cpp":
-            return generate_cpp_kernel(plan, aliased=aliased)
-        return generate_triton_kernel(plan, interpret=interpret, aliased=aliased)
+        kernel = (generate_cpp_kernel(plan, aliased=aliased) if backend == "cpp"
+                  else generate_triton_kernel(plan, interpret=interpret, aliased=aliased))
+        comment = "//" if backend == "cpp" else "#"
+        code = [ln.split(comment)[0] for ln in kernel.source.splitlines()]
+        powers = [ln.strip() for ln in code if "**" in ln]
+        if kernel.size_args and powers:  # a power of sizes printed by sympy's str(): not C++, nor Triton's
+            raise NotSymbolic(f"{kernel.name} prints a power of symbolic sizes: {powers[0]}")
+        return kernel
 
     kernels = tuple(dataclasses.replace(generate(plans[g.name]), plan=plans[g.name], passes=planned[g.name][1])
                     for g in sched.groups if g.name in plans)
@@ -152,6 +159,8 @@ class Unpack:
     # Empty the boxed argument list once bound, so that an input dropped after its last use is freed
     # (AOTAutograd hands the list over; a backward's saved activations are held by nothing else).
     clear_args: bool = False
+    # Symbolic sizes read from the inputs at every call: (symbol, input, "value" | "size" | "stride", dim).
+    sizes: tuple[tuple[str, str, str, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -258,8 +267,10 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
         return tuple(m for m in members[storage_of[name]] if m != name)
 
     inputs = tuple(b.name for b in graph.inputs if b.kind == "input")
-    out: list[Statement] = [Unpack(inputs, tuple(b.name for b in graph.inputs if b.kind == "constant"),
-                                   clear_args=not check_kernels)]
+    # A symbolic graph's arguments include its size inputs (ints) where Dynamo placed them.
+    constants = tuple(b.name for b in graph.inputs if b.kind == "constant")
+    out: list[Statement] = [Unpack(graph.arg_names or inputs, constants, clear_args=not check_kernels,
+                                   sizes=graph.size_bindings)]
     reuse = dict(memory.reuse)
     in_place = dict(memory.inplace)
     donors = set(reuse.values())  # kept until their storage is handed on
@@ -350,6 +361,12 @@ def callable_of(target: str) -> str:
     return f"torch.ops.{target}"
 
 
+def sizes(values: tuple) -> str:
+    """A tuple of sizes as Python source: `(8, 128)`, or with symbols `(s0, 128*s1)` (ir/symbolic.py)."""
+    items = [python_expr(v) for v in values]
+    return f"({', '.join(items)}{',' if len(items) == 1 else ''})"
+
+
 def local(buffer: str) -> str:
     """The host program's local for a buffer: prefixed, so it cannot shadow rt, k, consts or torch."""
     return f"v_{buffer}"
@@ -377,17 +394,21 @@ class _Printer:
         if isinstance(s, Unpack):
             lines = [f"{', '.join(local(n) for n in s.inputs)}, = args"] if s.inputs else []
             lines += ["args.clear()"] if s.clear_args and s.inputs else []
+            lines += [f"{symbol} = {local(arg)}" + ("" if kind == "value" else f".{kind}({dim})")
+                      for symbol, arg, kind, dim in s.sizes]
             return lines + [f"{local(n)} = consts[{n!r}]" for n in s.constants]
         if isinstance(s, Allocate):
             b = s.buffer
-            return [f"{local(b.name)} = alloc({b.layout.size}, {b.layout.stride}, {b.dtype})"]
+            return [f"{local(b.name)} = alloc({sizes(b.layout.size)}, {sizes(b.layout.stride)}, {b.dtype})"]
         if isinstance(s, Reuse):
             b = s.buffer
-            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
+            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {sizes(b.layout.size)}, "
+                    f"{sizes(b.layout.stride)}, 0)  "
                     f"# reuses the storage of {s.donor}", f"del {local(s.donor)}"]
         if isinstance(s, WriteOver):
             b = s.buffer
-            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {b.layout.size}, {b.layout.stride}, 0)  "
+            return [f"{local(b.name)} = {self.view_fn}({local(s.donor)}, {sizes(b.layout.size)}, "
+                    f"{sizes(b.layout.stride)}, 0)  "
                     f"# written over {s.donor} by the next kernel or call (in place)"]
         if isinstance(s, WriteInPlace):
             return [f"{local(s.buffer.name)} = {local(s.target)}  # written in place: the caller copies it into "
@@ -414,10 +435,11 @@ class _Printer:
 
     def launch(self, kernel: KernelSource, config: dict) -> list[str]:
         if self.backend == "cpp":
-            ptrs = ", ".join(f"{local(a)}.data_ptr()" for a in kernel.signature)
-            return [f"k.{kernel.name}({ptrs}, NTHREADS)"]
+            ptrs = "".join(f"{local(a)}.data_ptr(), " for a in kernel.signature)
+            sizes = "".join(f"{s}, " for s in kernel.size_args)
+            return [f"k.{kernel.name}({ptrs}{sizes}NTHREADS)"]
         meta = ", ".join(f"{key}={v}" for key, v in config.items())
-        args = ", ".join(local(a) for a in kernel.signature)
+        args = ", ".join([local(a) for a in kernel.signature] + list(kernel.size_args))
         if kernel.split is None:
             return [f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"]
         # A split reduction: workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and no buffer's
@@ -448,7 +470,8 @@ class _Printer:
             lines.append("del _results")
         for b in s.slots:
             if b is not None:
-                lines.append(f"{local(b.name)} = rt.ensure_layout({local(b.name)}, {b.layout.size}, {b.layout.stride}, "
+                lines.append(f"{local(b.name)} = rt.ensure_layout({local(b.name)}, {sizes(b.layout.size)}, "
+                             f"{sizes(b.layout.stride)}, "
                              f"{b.dtype})")
         return lines
 
@@ -456,7 +479,8 @@ class _Printer:
         # The whole buffer as allocated needs no view (saves an as_strided per call).
         if self.layouts.get(v.buffer) == v.layout:
             return local(v.buffer)
-        return f"{self.view_fn}({local(v.buffer)}, {tuple(v.layout.size)}, {tuple(v.layout.stride)}, {v.layout.offset})"
+        return (f"{self.view_fn}({local(v.buffer)}, {sizes(v.layout.size)}, {sizes(v.layout.stride)}, "
+                f"{python_expr(v.layout.offset)})")
 
     def arg(self, a: Any) -> str:
         if isinstance(a, ViewRef):
@@ -472,6 +496,8 @@ class _Printer:
             return f"torch.{str(a).replace('torch.', '')}"
         if isinstance(a, float) and (a != a or a in (float("inf"), float("-inf"))):
             return f"float({str(a)!r})"
+        if isinstance(a, sympy.Expr):  # a symbolic size passed to an extern op (a view's shape)
+            return python_expr(a)
         if isinstance(a, torch._ops.OpOverload):  # an operand of a higher-order op (with_effects)
             return f"torch.ops.{a.namespace}.{a._opname}.{a._overloadname}"
         return repr(a)

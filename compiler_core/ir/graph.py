@@ -15,21 +15,29 @@ from typing import Optional
 import torch
 
 from compiler_core.ir.index import Index
+from compiler_core.ir.symbolic import NotSymbolic, as_size, decide, hint, known
 from compiler_core.ir.values import IndirectIndex, Value, format_position, format_value, loads
 
 
 @dataclass(frozen=True)
 class Layout:
-    size: tuple[int, ...]
+    size: tuple[int, ...]  # an entry may be a sympy expression of symbolic sizes (ir/symbolic.py)
     stride: tuple[int, ...]
     offset: int = 0  # in elements, from the buffer's data pointer
 
+    def __post_init__(self) -> None:
+        # torch's SymInts become sympy expressions (hashable, printable); plain sizes stay ints.
+        object.__setattr__(self, "size", tuple(as_size(s) for s in self.size))
+        object.__setattr__(self, "stride", tuple(as_size(s) for s in self.stride))
+        object.__setattr__(self, "offset", as_size(self.offset))
+
     @staticmethod
     def contiguous(size: tuple[int, ...]) -> "Layout":
+        size = tuple(as_size(s) for s in size)
         stride, running = [], 1
         for s in reversed(size):
             stride.append(running)
-            running *= max(s, 1)
+            running *= s if decide(s >= 1) else 1  # max(s, 1), a symbolic size's answer kept as a guard
         return Layout(tuple(size), tuple(reversed(stride)), 0)
 
     @property
@@ -45,7 +53,9 @@ class Layout:
 
     def is_dense(self) -> bool:
         """Non-overlapping and dense: a permutation of a contiguous layout."""
-        dims = sorted((st, s) for s, st in zip(self.size, self.stride) if s != 1)
+        # Sorted by the example sizes' strides: the structural check below holds for every size or fails.
+        dims = sorted(((st, s) for s, st in zip(self.size, self.stride) if s != 1),
+                      key=lambda d: (hint(d[0]), hint(d[1])))
         expected = 1
         for st, s in dims:
             if st != expected:
@@ -54,7 +64,7 @@ class Layout:
         return True
 
     def __str__(self) -> str:
-        off = f", offset={self.offset}" if self.offset else ""
+        off = f", offset={self.offset}" if self.offset != 0 else ""
         return f"size={list(self.size)}, stride={list(self.stride)}{off}"
 
 
@@ -150,6 +160,10 @@ class LoopNode:
     destination: str = ""
     accumulate: str = ""
 
+    def __post_init__(self) -> None:
+        for name in ("ranges", "reduction_ranges", "full_shape"):
+            object.__setattr__(self, name, tuple(as_size(s) for s in getattr(self, name)))
+
     # Derived from the frozen fields and asked for in the scheduler's loops: computed once per node.
     @cached_property
     def reads(self) -> tuple[MemoryDep, ...]:
@@ -202,6 +216,13 @@ class LoopGraph:
     # the host program drops them after their last use, their memory is free. Every other input (a
     # parameter, the user's tensor) is held by the caller whatever we do. The memory order reads this.
     released_inputs: frozenset = field(default_factory=frozenset, compare=False)
+    # A graph with symbolic sizes (ir/symbolic.py): its arguments in order (tensor inputs and size
+    # inputs; empty when they are just `inputs`), and where each size symbol is read at every call:
+    # (symbol, argument, "value" | "size" | "stride", dim).
+    arg_names: tuple[str, ...] = ()
+    size_bindings: tuple[tuple[str, str, str, int], ...] = ()
+    # Each symbol's value in the example call: the figures the explorer shows (bytes, traffic) use them.
+    size_hints: dict = field(default_factory=dict, compare=False)
 
     def node(self, name: str) -> LoopNode:
         return self._node_by_name[name]
@@ -221,7 +242,11 @@ class LoopGraph:
             if any(size == 0 for size in lay.size):
                 continue
             reach = [(size - 1) * stride for size, stride in zip(lay.size, lay.stride)]
-            out[b.name] = (lay.offset + sum(r for r in reach if r < 0), lay.offset + sum(r for r in reach if r > 0))
+            below = [known(r < 0) for r in reach]
+            if any(not neg and not known(r >= 0) for r, neg in zip(reach, below)):
+                raise NotSymbolic(f"the span of {b.name} depends on the sign of a symbolic stride")
+            out[b.name] = (lay.offset + sum(r for r, neg in zip(reach, below) if neg),
+                           lay.offset + sum(r for r, neg in zip(reach, below) if not neg))
         return out
 
     def producers(self) -> dict[str, LoopNode]:

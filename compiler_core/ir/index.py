@@ -18,6 +18,10 @@ from math import gcd
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
+import sympy
+
+from compiler_core.ir.symbolic import as_size, c_expr, decide, hint, is_symbolic, known, python_expr
+
 Ranges = Mapping[str, int]
 NO_RANGES: Ranges = MappingProxyType({})  # no variable sizes known: no range-based simplification
 
@@ -59,7 +63,7 @@ class Index:
     # ---- construction -------------------------------------------------------------------
     @staticmethod
     def of(value: "Index | int") -> "Index":
-        return value if isinstance(value, Index) else Index((), int(value))
+        return value if isinstance(value, Index) else Index((), as_size(value))
 
     @staticmethod
     def var(name: str) -> "Index":
@@ -72,7 +76,7 @@ class Index:
         terms = tuple((a, c) for a, c in coefs.items() if c != 0)
         if len(terms) > 1:
             terms = tuple(sorted(terms, key=lambda t: _atom_key(t[0])))
-        return Index(terms, int(const))
+        return Index(terms, as_size(const))
 
     def __add__(self, other: "Index | int") -> "Index":
         other = Index.of(other)
@@ -88,6 +92,7 @@ class Index:
             if factor.terms:
                 raise ValueError("index expressions stay affine: multiply by an integer only")
             factor = factor.const
+        factor = as_size(factor)
         if factor == 1:
             return self
         return Index._build({a: c * factor for a, c in self.terms}, self.const * factor)
@@ -114,9 +119,11 @@ class Index:
             b = _atom_bounds(atom, ranges)
             if b is None:
                 return None
-            a_lo, a_hi = b
-            lo += min(coef * a_lo, coef * a_hi)
-            hi += max(coef * a_lo, coef * a_hi)
+            a_lo, a_hi = b  # a_lo <= a_hi: the sign of coef says which end is which
+            if decide(coef < 0):
+                a_lo, a_hi = a_hi, a_lo
+            lo += coef * a_lo
+            hi += coef * a_hi
         return lo, hi
 
     # ---- transformation -----------------------------------------------------------------
@@ -153,10 +160,17 @@ class Index:
                 parts.append(text)
             elif coef == -1:
                 parts.append(f"-{text}")
+            elif is_symbolic(coef):  # printed for the backend (div "/": C++), a sum in parentheses: (s0 + 1)*x0
+                printed = python_expr(coef) if div == "//" else c_expr(coef)
+                summed = isinstance(sympy.expand(coef), sympy.Add)
+                parts.append(f"({printed})*{text}" if summed else f"{printed}*{text}")
             else:
                 parts.append(f"{coef}*{text}")
-        if self.const or not parts:
-            parts.append(str(self.const))
+        if self.const != 0 or not parts:
+            if is_symbolic(self.const):
+                parts.append(python_expr(self.const) if div == "//" else c_expr(self.const))
+            else:
+                parts.append(str(self.const))
         out = " + ".join(parts)
         return out.replace("+ -", "- ")
 
@@ -174,13 +188,17 @@ def _render_atom(atom: Atom, name: Callable[[str], str], div: str) -> str:
     if isinstance(atom, Var):
         return name(atom.name)
     op = div if isinstance(atom, FloorDiv) else "%"
-    return f"(({atom.arg.render(name, div)}) {op} {atom.divisor})"
+    if is_symbolic(atom.divisor):
+        divisor = f"({python_expr(atom.divisor) if div == '//' else c_expr(atom.divisor)})"
+    else:
+        divisor = atom.divisor
+    return f"(({atom.arg.render(name, div)}) {op} {divisor})"
 
 
 def _atom_bounds(atom: Atom, ranges: Ranges) -> tuple[int, int] | None:
     if isinstance(atom, Var):
         size = ranges.get(atom.name)
-        return None if size is None else (0, max(size - 1, 0))
+        return None if size is None else (0, size - 1 if is_symbolic(size) else max(size - 1, 0))
     inner = atom.arg.bounds(ranges)
     if isinstance(atom, FloorDiv):
         return None if inner is None else (inner[0] // atom.divisor, inner[1] // atom.divisor)
@@ -230,25 +248,31 @@ def _common_factor(expr: Index, divisor: int, ranges: Ranges) -> tuple[int, Inde
 
     A flat index reshaped to other dims meets `(16*x0 + x1) // 48` with x1 < 16: that is
     `x0 // 3`, which then pairs with `x0 % 3` and folds back to x0."""
-    candidates = sorted({gcd(coef, divisor) for _, coef in expr.terms} - {1, divisor}, reverse=True)
+    if is_symbolic(divisor) or any(is_symbolic(c) for _, c in expr.terms):
+        # Symbolic sizes: sympy's gcd of polynomials (gcd(128, 128*s0) = 128); largest by the example's sizes.
+        found = {sympy.gcd(coef, divisor) for _, coef in expr.terms} - {sympy.Integer(1), divisor}
+        candidates = sorted((as_size(g) for g in found), key=hint, reverse=True)
+    else:
+        candidates = sorted({gcd(coef, divisor) for _, coef in expr.terms} - {1, divisor}, reverse=True)
     for g in candidates:
         big = {a: c // g for a, c in expr.terms if c % g == 0}
         small = Index._build({a: c for a, c in expr.terms if c % g != 0}, expr.const % g)
         b = small.bounds(ranges)
-        if b is not None and 0 <= b[0] and b[1] < g:
+        if b is not None and known(0 <= b[0]) and known(b[1] < g):
             return g, Index._build(big, expr.const // g), small
     return None
 
 
 def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     expr = Index.of(expr)
+    divisor = as_size(divisor)
     if divisor == 1:
         return expr
     quotient, remainder = _split(expr, divisor)
     b = remainder.bounds(ranges)
-    if b is not None and 0 <= b[0] and b[1] < divisor:
+    if b is not None and known(0 <= b[0]) and known(b[1] < divisor):
         return quotient
-    if b is not None and b[0] >= 0:
+    if b is not None and known(b[0] >= 0):
         # Pull the exactly-divisible part out: (D*q + r) // D == q + r // D for r >= 0.
         common = _common_factor(remainder, divisor, ranges)
         if common is not None:  # (g*e + s) // (g*k) == e // k when 0 <= s < g
@@ -268,13 +292,14 @@ def _floordiv_atom(expr: Index, divisor: int) -> Index:
 
 def mod(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
     expr = Index.of(expr)
+    divisor = as_size(divisor)
     if divisor == 1:
         return Index.of(0)
     _, remainder = _split(expr, divisor)
     b = remainder.bounds(ranges)
-    if b is not None and 0 <= b[0] and b[1] < divisor:
+    if b is not None and known(0 <= b[0]) and known(b[1] < divisor):
         return remainder
-    if b is not None and b[0] >= 0:
+    if b is not None and known(b[0] >= 0):
         common = _common_factor(remainder, divisor, ranges)
         if common is not None:  # (g*e + s) % (g*k) == g*(e % k) + s when 0 <= s < g
             g, scaled, small = common

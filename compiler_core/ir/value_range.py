@@ -22,6 +22,7 @@ from typing import Optional
 
 import torch
 
+from compiler_core.ir.symbolic import is_symbolic
 from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value, _memoized
 
 Interval = tuple[float, float]
@@ -47,7 +48,9 @@ def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
         return _checked((x, x), v.dtype)
     if isinstance(v, IndexValue):
         bounds = v.index.bounds(ranges)
-        return None if bounds is None else _checked((float(bounds[0]), float(bounds[1])), v.dtype)
+        if bounds is None or is_symbolic(bounds[0]) or is_symbolic(bounds[1]):  # symbolic: not shown
+            return None
+        return _checked((float(bounds[0]), float(bounds[1])), v.dtype)
     if isinstance(v, Load):
         known = _INTEGER_LOADS.get(v.dtype)
         return None if known is None else (float(known[0]), float(known[1]))

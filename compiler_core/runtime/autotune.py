@@ -19,6 +19,7 @@ from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.triton.kernel import ASSERT_OPTIONS, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph
+from compiler_core.ir.symbolic import example_values, hint
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
 
@@ -83,7 +84,9 @@ def _buffers(graph: LoopGraph) -> dict[str, Buffer]:
 
 
 def _random_tensor(buf: Buffer) -> torch.Tensor:
-    t = torch.empty_strided(buf.layout.size, buf.layout.stride, dtype=buf.dtype, device="cuda")
+    # Symbolic sizes: timed at the example call's sizes.
+    size, stride = tuple(hint(s) for s in buf.layout.size), tuple(hint(s) for s in buf.layout.stride)
+    t = torch.empty_strided(size, stride, dtype=buf.dtype, device="cuda")
     if buf.dtype.is_floating_point:
         return t.normal_()
     if buf.dtype == torch.bool:
@@ -92,10 +95,12 @@ def _random_tensor(buf: Buffer) -> torch.Tensor:
 
 
 def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> list[tuple[dict, float]]:
-    args = [_random_tensor(buffers[name]) for name in kernel.signature]
+    sizes = example_values()
+    args = [_random_tensor(buffers[name]) for name in kernel.signature] + [sizes[s] for s in kernel.size_args]
     results = []
     for config in kernel.config_space:
-        grid = eval(launch_grid(kernel.xnumel, config, kernel.segments))  # a literal tuple such as (4096,)
+        # A literal tuple such as (4096,), or one over the size symbols: ((s0*s1 + 1023) // 1024,)
+        grid = eval(launch_grid(kernel.xnumel, config, kernel.segments), {}, dict(sizes))
         # Timed with its device asserts compiled out: the random index tensors here may point outside
         # the tables they index, which the kernel clamps in range but an assert would stop the GPU on.
         timed = {k: v for k, v in config.items() if k not in ASSERT_OPTIONS}

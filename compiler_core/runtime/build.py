@@ -58,7 +58,7 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
                 functions[k.name] = getattr(fast, k.name)
                 continue
             fn = getattr(lib, k.name)
-            fn.argtypes = [ctypes.c_void_p] * len(k.signature) + [ctypes.c_int]
+            fn.argtypes = [ctypes.c_void_p] * len(k.signature) + [ctypes.c_int64] * len(k.size_args) + [ctypes.c_int]
             fn.restype = None
             functions[k.name] = fn
         check = None

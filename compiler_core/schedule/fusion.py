@@ -20,6 +20,7 @@ import heapq
 from dataclasses import dataclass
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.symbolic import hint
 from compiler_core.ir.values import Load, walk
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
 from compiler_core.schedule.horizontal import fuse_horizontally, renumbered
@@ -114,8 +115,9 @@ class _Scheduler:
         for n in graph.nodes:
             for b in n.input_buffers:
                 self.buffer_readers.setdefault(b, {})[n.name] = None
-        self.buffer_bytes = {b.name: b.nbytes for b in graph.inputs}
-        self.buffer_bytes.update({b.name: b.nbytes for n in graph.nodes for b in (n.output, *n.extra_outputs)})
+        # Symbolic sizes: the example call's bytes (fusion's memory heuristics; never a question of correctness).
+        self.buffer_bytes = {b.name: hint(b.nbytes) for b in graph.inputs}
+        self.buffer_bytes.update({b.name: hint(b.nbytes) for n in graph.nodes for b in (n.output, *n.extra_outputs)})
         # The groups in a topological order (`None` where a merge left a hole), kept valid through every
         # merge, so the cycle check walks only the groups between a pair, not everything downstream.
         self.topo: list[_Group | None] = [
@@ -406,7 +408,7 @@ class _Scheduler:
         # Two pointwise groups: the larger space first (the smaller group's nodes are placed into it by
         # index arithmetic, or inlined); then the smaller one, which fits when the larger group's nodes
         # are only read inside the kernel (`(x + 1)[:, 1:3].exp()` computes just the slice).
-        larger, smaller = (a, b) if _numel(a.space) >= _numel(b.space) else (b, a)
+        larger, smaller = (a, b) if hint(_numel(a.space)) >= hint(_numel(b.space)) else (b, a)
         return [larger.space] if larger.space == smaller.space else [larger.space, smaller.space]
 
     def _creates_cycle(self, a: _Group, b: _Group) -> bool:
@@ -454,9 +456,9 @@ class _Scheduler:
         for m in a.members + b.members:
             buf = self.nodes[m].output
             if buf.name in before and buf.name not in after:
-                saved += 2 * buf.nbytes  # one write and one read less
+                saved += 2 * hint(buf.nbytes)  # one write and one read less
             elif buf.name in before and any(r in b.members for r in self.readers.get(m, ())):
-                saved += buf.nbytes  # still written, but not read back by the fused consumer
+                saved += hint(buf.nbytes)  # still written, but not read back by the fused consumer
         return saved
 
     def _reads(self, g: _Group) -> set[str]:

@@ -32,6 +32,7 @@ import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, Var
+from compiler_core.ir.symbolic import decide, thousands
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -114,7 +115,7 @@ def at_positions(producer: LoopNode, load: Load, ranges: dict[str, int]) -> Valu
     dims_walked: dict[int, str] = {}
     for j, position in enumerate(load.indirect):
         dims = [d for d, (size, stride) in enumerate(zip(layout.size, layout.stride))
-                if size > 1 and stride == position.stride]
+                if decide(size > 1) and stride == position.stride]
         if len(dims) != 1 or layout.size[dims[0]] != position.size or dims[0] in dims_walked:
             return None
         dims_walked[dims[0]] = name = _SYMBOL.format(j)
@@ -186,7 +187,7 @@ def _note(producer: LoopNode, readers: list[str], removed: bool) -> FusionDecisi
     what = f"{producer.name} ({', '.join(producer.origins)})" if producer.origins else producer.name
     if removed:
         reason = (f"gather: {where} reads the inputs of {what} at the gathered positions, so "
-                  f"{producer.name} ({producer.output.nbytes:,} bytes) is never stored")
+                  f"{producer.name} ({thousands(producer.output.nbytes)} bytes) is never stored")
     else:
         reason = (f"gather: {where} reads the inputs of {what} at the gathered positions; "
                   f"{producer.name} is still stored for its other readers")

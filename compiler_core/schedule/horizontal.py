@@ -24,6 +24,7 @@ from __future__ import annotations
 import heapq
 
 from compiler_core.ir.graph import LoopGraph
+from compiler_core.ir.symbolic import hint
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
 from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan
 
@@ -45,7 +46,7 @@ def fuse_horizontally(graph: LoopGraph, sched: Schedule, kernel_name) -> Schedul
     outputs = graph.output_buffers()
     level = _levels(graph, groups)
     by_level: dict[int, list[FusionGroup]] = {}
-    buffer_bytes = {n.output.name: n.output.nbytes for n in graph.nodes}
+    buffer_bytes = {n.output.name: hint(n.output.nbytes) for n in graph.nodes}  # a size cap: speed only
     for g in groups:
         temporary = sum(buffer_bytes.get(b, 0) for b in g.materialized if b not in outputs)
         if g.kind == "pointwise" and g.materialized and temporary <= MAX_TEMPORARY_BYTES:

@@ -24,6 +24,7 @@ import dataclasses
 import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.symbolic import hint, thousands
 from compiler_core.ir.values import Constant, Load, Op, ReductionResult, Value, rebuild, subs_index, walk, with_origins
 from compiler_core.schedule.artifacts import FusionDecision
 from compiler_core.schedule.graph_rewrite import loop_ranges, without_dead
@@ -89,8 +90,8 @@ def _substituted(node: LoopNode, index_only: dict[str, LoopNode], inlined: dict[
 
 def _note(producer: LoopNode, readers: list[str], removed: bool) -> FusionDecision:
     what = f"{producer.name} ({', '.join(producer.origins)})" if producer.origins else producer.name
-    stored = (f"so {producer.name} ({producer.output.nbytes:,} bytes) is never stored" if removed
+    stored = (f"so {producer.name} ({thousands(producer.output.nbytes)} bytes) is never stored" if removed
               else f"{producer.name} is still stored for its other readers")
     reason = f"index arithmetic: {', '.join(readers)} compute {what} from their own loop indices; {stored}"
     return FusionDecision((producer.name,), tuple(readers), True, True, reason,
-                          producer.output.nbytes if removed else 0)
+                          hint(producer.output.nbytes) if removed else 0)

@@ -20,6 +20,7 @@ import torch
 
 from compiler_core.ir.graph import LoopGraph, LoopNode
 from compiler_core.ir.index import Index, Var, floordiv, linear_index, mod
+from compiler_core.ir.symbolic import decide, hint, known
 from compiler_core.ir.values import (
     Constant,
     IndexValue,
@@ -411,7 +412,8 @@ class _Inliner:
     def in_bounds(self, load: Load) -> bool:
         """Whether `load` reads only elements its buffer's layout holds, at every point of the space."""
         reach, span = load.index.bounds(self.ranges), self.graph.element_spans.get(load.buffer)
-        return reach is not None and span is not None and span[0] <= reach[0] and reach[1] <= span[1]
+        return (reach is not None and span is not None and known(span[0] <= reach[0])
+                and known(reach[1] <= span[1]))  # for every size (a symbolic bound not shown: no)
 
     def resolve(self, value: Value, depth: int = 0) -> Value:
         if depth > 120:
@@ -570,10 +572,12 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
     """Loop variables of `producer` that wrote the element at storage `offset` (dense layouts)."""
     layout = producer.output.layout
     mapping: dict[str, Index] = {}
-    dims = sorted(range(len(layout.size)), key=lambda d: -layout.stride[d])
+    dims = sorted(range(len(layout.size)), key=lambda d: -hint(layout.stride[d]))
+    # The order of symbolic strides is the example's; it holds for every size (or is guarded).
+    assert all(decide(layout.stride[a] >= layout.stride[b]) for a, b in zip(dims, dims[1:]))
     for rank, d in enumerate(dims):
         size, stride = layout.size[d], layout.stride[d]
-        if size <= 1:  # one position; or none, and then no element is ever read (nothing to divide by)
+        if decide(size <= 1):  # one position; or none, and then no element is ever read (nothing to divide by)
             mapping[f"x{d}"] = Index.of(0)
             continue
         q = floordiv(offset - layout.offset, stride, ranges)

@@ -24,6 +24,7 @@ Two more ways memory is given back early, as Inductor does too:
 from __future__ import annotations
 
 from compiler_core.ir.graph import Buffer, Layout, LoopGraph, LoopNode, ViewRef
+from compiler_core.ir.symbolic import hint
 from compiler_core.schedule.artifacts import LiveRange, MemoryPlan, Schedule
 from compiler_core.schedule.inplace import in_place_updates
 from compiler_core.schedule.kernel_plan import PlanError, can_write_over, group_plan
@@ -74,7 +75,8 @@ def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int
             if b in last:
                 last[b] = max(last[b], step)
     end = len(sched.groups)
-    ranges = tuple(LiveRange(n, buffers[n].nbytes, first[n], last[n], storage_of[n]) for n in first)
+    # Bytes of the example call where sizes are symbolic (what the explorer draws).
+    ranges = tuple(LiveRange(n, hint(buffers[n].nbytes), first[n], last[n], storage_of[n]) for n in first)
 
     # A storage lives as long as the longest-lived buffer in it; pinned ones live past the end.
     members: dict[str, list[str]] = {}
@@ -114,7 +116,8 @@ def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int
             taken = set(over.values())
             pool.extend(s for s in whole if s not in taken)
     # "Unplanned": every storage allocated on its own and held until the program returns.
-    unplanned = sum(buffers[s].nbytes for s in members if s in first)
+    # Symbolic sizes: both peaks are the example call's bytes.
+    unplanned = sum(hint(buffers[s].nbytes) for s in members if s in first)
     allocated = {s: names for s, names in members.items() if s not in in_place}
     return MemoryPlan(live_ranges=ranges, reuse=tuple(reuse), frees=tuple(frees), inplace=inplace,
                       peak_bytes_planned=_peak(allocated, first, death, reuse + written, buffers, end),
@@ -218,5 +221,5 @@ def _peak(members: dict[str, list[str]], first: dict[str, int], death: dict[str,
         s[0], s[1] = min(s[0], start), max(s[1], death[storage])
     peak = 0
     for step in range(end + 1):
-        peak = max(peak, sum(buffers[n].nbytes for n, (a, b) in span.items() if a <= step <= b))
+        peak = max(peak, sum(hint(buffers[n].nbytes) for n, (a, b) in span.items() if a <= step <= b))
     return peak

@@ -27,6 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler_core.ir.graph import LoopGraph
+from compiler_core.ir.symbolic import hint
 
 Step = tuple[tuple[str, ...], tuple[str, ...]]  # (LoopNode names, buffers it writes to memory)
 
@@ -58,8 +59,9 @@ class GraphMemory:
     @staticmethod
     def of(graph: LoopGraph) -> "GraphMemory":
         storage_of = graph.storage_of()
-        size = {b.name: b.nbytes for b in graph.inputs}
-        size.update({b.name: b.nbytes for n in graph.nodes for b in (n.output, *n.extra_outputs)})
+        # Symbolic sizes: the example call's bytes (an order that suits it; any order is correct).
+        size = {b.name: hint(b.nbytes) for b in graph.inputs}
+        size.update({b.name: hint(b.nbytes) for n in graph.nodes for b in (n.output, *n.extra_outputs)})
         return GraphMemory(storage_of, size, {n.name: n for n in graph.nodes},
                            frozenset(storage_of[b.name] for b in graph.inputs),
                            frozenset(storage_of[b] for b in graph.output_buffers())

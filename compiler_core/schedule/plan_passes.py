@@ -47,6 +47,7 @@ from typing import Callable, Optional
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
+from compiler_core.ir.symbolic import NotSymbolic, decide, hint, is_symbolic, known, python_expr, upper_max
 from compiler_core.ir.value_range import value_range
 from compiler_core.ir.values import (
     Cast,
@@ -191,7 +192,7 @@ def prove_positions(plan: KernelPlan) -> KernelPlan:
             if not t.checked:
                 return t
             bounds = value_range(t.value, ranges)
-            if bounds is None or bounds[0] < 0 or bounds[1] > t.size - 1:
+            if bounds is None or bounds[0] < 0 or not known(bounds[1] <= t.size - 1):  # for every size
                 return t
             proven[0] += 1
             return dataclasses.replace(t, checked=False, wrap=False)
@@ -354,13 +355,13 @@ def _stride_order(index: Index, sizes: tuple[int, ...]) -> Optional[tuple[int, .
     of plain variables times positive constants."""
     stride = {}
     for atom, coef in index.terms:
-        if not isinstance(atom, Var) or not atom.name.startswith("x") or coef <= 0:
+        if not isinstance(atom, Var) or not atom.name.startswith("x") or decide(coef <= 0):
             return None
         stride[int(atom.name[1:])] = coef
-    moving = [d for d in range(len(sizes)) if sizes[d] > 1 and d in stride]
+    moving = [d for d in range(len(sizes)) if decide(sizes[d] > 1) and d in stride]
     if len(set(stride[d] for d in moving)) != len(moving):
         return None  # two dims with one stride: not a dense layout, keep the order
-    ranked = iter(sorted(moving, key=lambda d: -stride[d]))
+    ranked = iter(sorted(moving, key=lambda d: -hint(stride[d])))  # any order is correct: speed only
     # Dims that do not move keep their slots; the moving ones fill theirs in stride order.
     return tuple(next(ranked) if d in moving else d for d in range(len(sizes)))
 
@@ -370,11 +371,13 @@ def choose_index_width(plan: KernelPlan) -> KernelPlan:
     """int64 index arithmetic for the whole kernel when any index computation (loads, stores, index
     values, gathered positions, the loop counters) can pass 2**31 - 1; int32, the fast default, otherwise."""
     largest = largest_index_value(plan)
-    counters = max(plan.xnumel, plan.rnumel) + COUNTER_HEADROOM
-    if largest > INT32_MAX:
+    counters = upper_max(plan.xnumel, plan.rnumel) + COUNTER_HEADROOM
+    # Symbolic sizes: decided for the example sizes, kept as a guard (a larger call compiles again).
+    if decide(largest > INT32_MAX):
         dtype, why = "int64", f"largest offset {_short(largest)} > 2**31-1"
-    elif counters > INT32_MAX:
-        dtype, why = "int64", f"loop counter up to {_short(max(plan.xnumel, plan.rnumel))} plus a block's overshoot"
+    elif decide(counters > INT32_MAX):
+        top = _short(upper_max(plan.xnumel, plan.rnumel))
+        dtype, why = "int64", f"loop counter up to {top} plus a block's overshoot"
     else:
         dtype, why = "int32", f"largest offset {_short(largest)} fits"
     return dataclasses.replace(plan, index_dtype=dtype, largest_offset=largest,
@@ -383,6 +386,11 @@ def choose_index_width(plan: KernelPlan) -> KernelPlan:
 
 def _short(n: int) -> str:
     """4294967296 -> '4.3e9'; small numbers as they are."""
+    if is_symbolic(n):
+        try:
+            return python_expr(n)
+        except NotSymbolic:  # a bound with a floor or max in it: only ever printed in a note
+            return str(n)
     return str(n) if n < 100000 else f"{n:.1e}".replace("e+0", "e").replace("e+", "e")
 
 
@@ -390,18 +398,18 @@ def largest_index_value(plan: KernelPlan) -> int:
     """The largest magnitude an index computation of the kernel can reach, partial sums included
     (a term of `N - 1 - x0` is as large as the whole), over every load, store and index value."""
     ranges = plan.space.ranges()
-    largest = max(plan.xnumel, plan.rnumel)
+    largest = upper_max(plan.xnumel, plan.rnumel)
     for step in plan.steps:
         if step.store_index is not None:
             scattered = sum(t.size * abs(t.stride) for t in step.store_positions)
-            largest = max(largest, _magnitude(step.store_index, ranges) + scattered)
+            largest = upper_max(largest, _magnitude(step.store_index, ranges) + scattered)
         for v in (v for value in step.values() for v in walk(value)):
             if isinstance(v, Load):
                 # A gathered position p adds p * stride, p < size: the offset reaches index + size * stride.
                 gathered = sum(t.size * abs(t.stride) for t in v.indirect)
-                largest = max(largest, _magnitude(v.index, ranges) + gathered)
+                largest = upper_max(largest, _magnitude(v.index, ranges) + gathered)
             elif isinstance(v, IndexValue):
-                largest = max(largest, _magnitude(v.index, ranges))
+                largest = upper_max(largest, _magnitude(v.index, ranges))
     return largest
 
 
@@ -412,14 +420,17 @@ def _magnitude(index: Index, ranges: dict[str, int]) -> int:
     for atom, coef in index.terms:
         if isinstance(atom, Var):
             size = ranges.get(atom.name)
-            top = max(size - 1, 0) if size is not None else INT32_MAX + 1  # unknown: assume the worst
+            top = INT32_MAX + 1 if size is None else size - 1 if is_symbolic(size) else max(size - 1, 0)
         else:
             arg = _magnitude(atom.arg, ranges)
-            inner = max(inner, arg)
-            top = arg // atom.divisor if isinstance(atom, FloorDiv) else atom.divisor - 1
+            inner = upper_max(inner, arg)
+            if is_symbolic(arg) or is_symbolic(atom.divisor):  # a bound, never printed: no floor in it
+                top = arg if isinstance(atom, FloorDiv) else atom.divisor - 1
+            else:
+                top = arg // atom.divisor if isinstance(atom, FloorDiv) else atom.divisor - 1
             assert isinstance(atom, (FloorDiv, Mod))
         total += abs(coef) * top
-    return max(total, inner)
+    return upper_max(total, inner)
 
 
 # ---- reduction layout ---------------------------------------------------------------------------
@@ -427,7 +438,7 @@ def choose_reduction_layout(plan: KernelPlan) -> KernelPlan:
     """Columns when most loads that move along the reduction are contiguous along x and strided along r:
     one program per row (the row layout) would then read one element per row, a row apart, and the
     GPU fetches a whole sector for each."""
-    if not plan.is_reduction or plan.xnumel < COLUMN_MIN_COLUMNS:
+    if not plan.is_reduction or hint(plan.xnumel) < COLUMN_MIN_COLUMNS:  # speed only: the example's sizes
         return plan
     along_x, along_r = load_directions(plan)
     if along_x <= along_r:
@@ -472,6 +483,8 @@ def choose_reduction_split(plan: KernelPlan) -> KernelPlan:
     the row twice (var: the sum, then the squares around the mean) becomes two such pairs."""
     if not plan.is_reduction:
         return plan
+    if is_symbolic(plan.xnumel) or is_symbolic(plan.rnumel):
+        return dataclasses.replace(plan, notes=plan.notes + ("reduction not split: its sizes are symbolic",))
     refusal = split_refusal(plan)
     if refusal is not None:
         candidate = (column_blocks(plan) < COLUMN_SPLIT_MAX_PROGRAMS and plan.rnumel >= 2 * COLUMN_MIN_CHUNK
@@ -593,7 +606,7 @@ def _loops_over_long_rows(plan: KernelPlan) -> bool:
     """A row reduction that loops over its row in pieces: longer than a block's registers, not split
     into partials (each takes one pass anyway) and not over columns."""
     return (plan.is_reduction and not plan.columns and plan.split <= 1 and not plan.segments
-            and next_pow2(plan.rnumel) > PERSISTENT_MAX_RBLOCK)
+            and (is_symbolic(plan.rnumel) or next_pow2(plan.rnumel) > PERSISTENT_MAX_RBLOCK))
 
 
 def _one_pass_holds(plan: KernelPlan, candidate: list, first: str, second: str) -> bool:

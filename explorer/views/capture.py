@@ -37,6 +37,8 @@ class GraphRow:
     guards: tuple[str, ...]
     code: str  # the FX GraphModule as Python
     sizes: str = ""  # captured with symbolic sizes: the concrete ones this record was compiled for
+    symbolic: bool = False  # compiled once, kernels taking the sizes as arguments (`sizes`: the example's)
+    size_guards: tuple[str, ...] = ()  # conditions on sizes our compiler added to Dynamo's guards
 
 
 @dataclass(frozen=True)
@@ -52,7 +54,7 @@ def capture_model(session: CompileSession) -> CaptureModel:
         recompiles=tuple(RecompileRow(i, r.reason) for i, r in enumerate(session.recompiles, 1)),
         graphs=tuple(GraphRow(g.captured.index, g.captured.op_count, tuple(str(i) for i in g.captured.inputs),
                               g.captured.guards, g.captured.graph_module.print_readable(print_output=False),
-                              g.sizes)
+                              g.sizes, g.symbolic, g.size_guards)
                      for g in session.graphs))
 
 
@@ -80,7 +82,14 @@ def render(exp: Exploration) -> str:
     for graph in model.graphs:
         parts.append(f"<h3>Graph {graph.index}: {plural(graph.op_count, 'op')}</h3>")
         parts.append("<ul>" + "".join(f"<li><code>{esc(i)}</code></li>" for i in graph.inputs) + "</ul>")
-        if graph.sizes:
+        if graph.symbolic:
+            added = ("" if not graph.size_guards else " Our compiler added these conditions on them to Dynamo's "
+                     "guards (a call that breaks one is compiled again): " +
+                     ", ".join(f"<code>{esc(g)}</code>" for g in graph.size_guards) + ".")
+            parts.append('<p class="fxe-note">Symbolic sizes (dynamic shapes): Dynamo captured this graph once for '
+                         "every size its guards allow, and our kernels take the sizes as arguments: one compilation "
+                         f"serves them all. The first call had <code>{esc(graph.sizes)}</code>.{added}</p>")
+        elif graph.sizes:
             parts.append('<p class="fxe-note">Symbolic sizes (dynamic shapes): Dynamo captured this graph once for '
                          "every size its guards allow. Our kernels take fixed sizes, so the graph is compiled for "
                          f"each new size when it first comes; the stages shown are for <code>{esc(graph.sizes)}</code>."

@@ -17,6 +17,7 @@ from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
 from compiler_core.ir.index import Index, Var, linear_index
+from compiler_core.ir.symbolic import c_expr, decide, hint, is_symbolic, symbols_in
 from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value, walk
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
@@ -101,7 +102,7 @@ class CppPrinter(CSEPrinter):
             return None
         coef = inner_terms[0][1] if inner_terms else 0
         largest = coef * (self.inner_size - 1)
-        if coef < 0 or (largest + 1) * STORAGE_BYTES[v.dtype] > ZERO_BYTES:
+        if is_symbolic(largest) or coef < 0 or (largest + 1) * STORAGE_BYTES[v.dtype] > ZERO_BYTES:
             return None
         along = Index(tuple(inner_terms), 0).render(div="/") if inner_terms else "0"
         return rest.render(div="/"), along
@@ -110,7 +111,8 @@ class CppPrinter(CSEPrinter):
         if not t.checked:  # proven inside [0, size) (plan pass `bounds`)
             return f"static_cast<int64_t>({value})"
         # wraps a negative position (index, take), flags one out of range (and reads element 0 instead)
-        return f"fc::checked_position(static_cast<int64_t>({value}), {t.size}LL, {t.error}, {str(t.wrap).lower()})"
+        size = f"static_cast<int64_t>({c_expr(t.size)})" if is_symbolic(t.size) else f"{t.size}LL"
+        return f"fc::checked_position(static_cast<int64_t>({value}), {size}, {t.error}, {str(t.wrap).lower()})"
 
     def constant(self, v: Constant) -> str:
         return cpp_literal(v.value, v.dtype)
@@ -229,6 +231,8 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
 
     params = [f"const {STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.inputs]
     params += [f"{STORAGE_TYPE[dt]}* {restrict(name)}{name}" for name, dt in plan.outputs]
+    sizes = symbols_in(plan)
+    params += [f"int64_t {s}" for s in sizes]
     params.append("int nthreads")
     # Loop counters and offsets are int64_t in every kernel (a 64-bit CPU addresses in 64 bits: no cost),
     # so the plan's index decision changes no code here; the note says what the plan found.
@@ -256,7 +260,8 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
                         f"omp parallel over {plan.xnumel} elements",
                         config_space=(), origins=plan.origins, kind=kind,
                         checks_int_div=plan.may_flag_errors(), line_origins=line_origins,
-                        segments=tuple(seg.xnumel for seg in plan.segments), index_dtype="int64")
+                        segments=tuple(seg.xnumel for seg in plan.segments), index_dtype="int64",
+                        size_args=sizes)
 
 
 def _segmented_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
@@ -273,7 +278,7 @@ def _segmented_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
 
 
 def _loops(names: list[str], sizes: tuple[int, ...]) -> list[str]:
-    return [f"for (int64_t {n} = 0; {n} < {s}; {n}++) {{" for n, s in zip(names, sizes)]
+    return [f"for (int64_t {n} = 0; {n} < {c_expr(s)}; {n}++) {{" for n, s in zip(names, sizes)]
 
 
 def _parallel_pragma(collapse: int) -> str:
@@ -290,7 +295,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     stores to the end of the iteration changes no value."""
     names = [f"x{i}" for i in range(len(plan.space.x))]
     outer = CppPrinter()  # the scope around the innermost loop (with two or more loops)
-    if len(names) >= 2 and plan.space.x[-1] > 0:
+    if len(names) >= 2 and decide(plan.space.x[-1] > 0):
         for step in plan.steps:
             outer.origins = step.origins
             _hoist_row_invariants(outer, step.value, frozenset(names[-1:]))
@@ -307,13 +312,13 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     printer.lines += stores
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
-    parallel = plan.xnumel >= PARALLEL_MIN_ELEMENTS
+    parallel = hint(plan.xnumel) >= PARALLEL_MIN_ELEMENTS  # speed only: the example's sizes decide
     out = []
     if len(names) == 1:
         # Parallel over chunks, vectorised within one: `parallel for simd` on one loop stops GCC
         # from vectorising bodies with many math calls.
         if parallel:
-            n = plan.space.x[0]
+            n = c_expr(plan.space.x[0])
             out += [_parallel_pragma(1),
                     f"for (int64_t chunk = 0; chunk < {n}; chunk += {POINTWISE_CHUNK}) {{",
                     f"    const int64_t chunk_end = std::min<int64_t>(chunk + {POINTWISE_CHUNK}, {n});",
@@ -321,7 +326,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
                     "    for (int64_t x0 = chunk; x0 < chunk_end; x0++) {"]
             out += ["        " + ln for ln in printer.lines]
             return out + ["    }", "}"]
-        out += ["#pragma omp simd", f"for (int64_t x0 = 0; x0 < {plan.space.x[0]}; x0++) {{"]
+        out += ["#pragma omp simd", f"for (int64_t x0 = 0; x0 < {c_expr(plan.space.x[0])}; x0++) {{"]
         return out + ["    " + ln for ln in printer.lines] + ["}"]
     if parallel:
         out.append(_parallel_pragma(len(names) - 1))
@@ -372,7 +377,7 @@ ROW_CACHE_MAX_EXPRESSIONS = 4
 def _row_cached_expressions(plan: KernelPlan, phases: list) -> dict[Value, int]:
     """Expensive subexpressions computed in one pass over a row and needed again in a later pass
     (softmax's exp(x - max)): cache them per row instead of recomputing. Value -> first phase."""
-    if plan.rnumel > ROW_CACHE_MAX_ELEMENTS:
+    if is_symbolic(plan.rnumel) or plan.rnumel > ROW_CACHE_MAX_ELEMENTS:  # a cache of fixed size on the stack
         return {}
     r_vars = {f"r{i}" for i in range(len(plan.space.r))}
     first_seen: dict[Value, int] = {}
@@ -437,7 +442,7 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
         blocked = _blocked_sums(reductions)
         for s in blocked:
             row.lines.append(row.mark(f"{register_type(s.value.dtype)} comp_{s.node} = 0;", s.origins))
-        if plan.rnumel > 0:
+        if decide(plan.rnumel > 0):
             for s in steps:
                 row.origins = s.origins
                 _hoist_row_invariants(row, _replace(s.value, readable), r_vars)
@@ -463,7 +468,7 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
                 row.lines.append(row.mark(store_statement(s, f"red_{s.node}"), s.origins))
     out = []
     if xnames:
-        if plan.xnumel * max(plan.rnumel, 1) >= PARALLEL_MIN_ELEMENTS and plan.xnumel > 1:
+        if hint(plan.xnumel) * max(hint(plan.rnumel), 1) >= PARALLEL_MIN_ELEMENTS and hint(plan.xnumel) > 1:
             out.append(_parallel_pragma(len(xnames)))
         loops = _loops(xnames, plan.space.x)
         out += ["    " * d + lp for d, lp in enumerate(loops)]
@@ -547,10 +552,10 @@ def _reduction_loops(row: CppPrinter, inner: CppPrinter, rnames: list[str], size
     depth = len(loops) - 1
     out = [indent(d) + loop for d, loop in enumerate(loops[:-1])]
     innermost, name, size = loops[-1], rnames[-1], sizes[-1]
-    if blocked and size > SUM_BLOCK:
-        out.append(indent(depth) + f"for (int64_t {name}b = 0; {name}b < {size}; {name}b += {SUM_BLOCK}) {{")
-        innermost = (f"for (int64_t {name} = {name}b; {name} < std::min<int64_t>({name}b + {SUM_BLOCK}, {size}); "
-                     f"{name}++) {{")
+    if blocked and (is_symbolic(size) or size > SUM_BLOCK):  # blocks of a shorter row: one pass
+        out.append(indent(depth) + f"for (int64_t {name}b = 0; {name}b < {c_expr(size)}; {name}b += {SUM_BLOCK}) {{")
+        innermost = (f"for (int64_t {name} = {name}b; {name} < std::min<int64_t>({name}b + {SUM_BLOCK}, "
+                     f"{c_expr(size)}); {name}++) {{")
         depth += 1
     for s in blocked:
         out.append(indent(depth) + row.mark(f"{register_type(s.value.dtype)} blk_{s.node} = 0;", s.origins))
@@ -576,10 +581,15 @@ class _ColumnPrinter(CppPrinter):
         return f"red_{v.node}[j]"
 
 
+def _operand(size) -> str:
+    """A size as the right operand of / or %: a symbolic one in parentheses."""
+    return f"({c_expr(size)})" if is_symbolic(size) else str(size)
+
+
 def _column_reduction_body(plan: KernelPlan) -> list[str]:
     (xnumel,) = plan.space.x
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
-    block = min(COLUMN_BLOCK, xnumel)
+    block = COLUMN_BLOCK if is_symbolic(xnumel) else min(COLUMN_BLOCK, xnumel)  # the last block: std::min
     root = _ColumnPrinter()
     body: list[str] = []
 
@@ -634,10 +644,10 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
             else:
                 inner.lines.append(inner.mark(store_statement(s, name)))
         rnumel = plan.rnumel
-        body.append(f"for (int64_t rr = 0; rr < {rnumel}; rr++) {{")
+        body.append(f"for (int64_t rr = 0; rr < {c_expr(rnumel)}; rr++) {{")
         for name, stride, size in zip(rnames, Layout.contiguous(plan.space.r).stride, plan.space.r):
-            position = "rr" if stride == 1 else f"rr / {stride}"
-            position = position if stride * size == rnumel else f"({position}) % {size}"
+            position = "rr" if stride == 1 else f"rr / {_operand(stride)}"
+            position = position if stride * size == rnumel else f"({position}) % {_operand(size)}"
             body.append(f"    const int64_t {name} = {position};")
         body += ["    " + ln for ln in over_columns(inner)]
         body.append("}")
@@ -649,9 +659,9 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
         if finish.lines:
             body += over_columns(finish)
     out = []
-    if xnumel > block and xnumel * max(plan.rnumel, 1) >= PARALLEL_MIN_ELEMENTS:
+    if hint(xnumel) > block and hint(xnumel) * max(hint(plan.rnumel), 1) >= PARALLEL_MIN_ELEMENTS:
         out.append(_parallel_pragma(1))
-    out += [f"for (int64_t xb = 0; xb < {xnumel}; xb += {block}) {{",
-            f"    const int64_t xn = std::min<int64_t>({block}, {xnumel} - xb);"]
+    out += [f"for (int64_t xb = 0; xb < {c_expr(xnumel)}; xb += {block}) {{",
+            f"    const int64_t xn = std::min<int64_t>({block}, {c_expr(xnumel)} - xb);"]
     out += ["    " + ln for ln in body]
     return out + ["}"]

@@ -22,6 +22,7 @@ sets the error flag (the runtime raises eager's error after the call).
 from __future__ import annotations
 
 from compiler_core.codegen.cse import CSEPrinter
+from compiler_core.ir.symbolic import c_expr
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 # Below this many source elements one thread adds them all, without atomics: waking the OpenMP team
@@ -48,7 +49,7 @@ def scatter_body(plan: KernelPlan, printer: CSEPrinter, store_statement, stored_
     clause = f" collapse({len(names)})" if len(names) > 1 else ""
     out = [f"#pragma omp parallel for{clause} num_threads(nthreads)"] if parallel else []
     for depth, (name, size) in enumerate(zip(names, plan.space.x)):
-        out.append("    " * depth + f"for (int64_t {name} = 0; {name} < {size}; {name}++) {{")
+        out.append("    " * depth + f"for (int64_t {name} = 0; {name} < {c_expr(size)}; {name}++) {{")
     out += ["    " * len(names) + ln for ln in printer.lines]
     return out + ["    " * d + "}" for d in reversed(range(len(names)))]
 
@@ -60,7 +61,7 @@ def _scattered(printer: CSEPrinter, step: Step, parallel: bool, value: str) -> l
         raw = printer.emit(t.value)
         checked = printer.named(printer.position(t, raw, None), t.value)
         offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
-        inside.append(f"{raw} >= 0 && {raw} < {t.size}")
+        inside.append(f"{raw} >= 0 && {raw} < {c_expr(t.size)}")
     op = "+=" if step.accumulate == "add" else "="
     write = printer.mark(f"    {step.store_buffer}[{offset}] {op} {value};")
     pragma = ["    #pragma omp atomic"] if parallel and step.accumulate == "add" else []

@@ -21,6 +21,7 @@ from compiler_core.codegen.artifacts import KernelSource, SplitLaunch
 from compiler_core.codegen.cse import CSEPrinter
 from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.index import Index, floordiv, mod
+from compiler_core.ir.symbolic import decide, hint, is_symbolic, python_expr, symbols_in
 from compiler_core.ir.values import (
     GATHER_ERROR,
     INDEX_ERROR,
@@ -116,9 +117,9 @@ class TritonPrinter(CSEPrinter):
             value = f"tl.full([], {value}, tl.int64)"
         if not t.checked:  # proven inside [0, size): no wrap, no check, and no debug build for an assert
             return f"{value}.to(tl.int64)"
-        wrapped = self.named(f"tl.where({value} < 0, {value} + {t.size}, {value}).to(tl.int64)" if t.wrap
+        wrapped = self.named(f"tl.where({value} < 0, {value} + {python_expr(t.size)}, {value}).to(tl.int64)" if t.wrap
                              else f"{value}.to(tl.int64)", t.value)
-        inside = f"({wrapped} >= 0) & ({wrapped} < {t.size})"
+        inside = f"({wrapped} >= 0) & ({wrapped} < {python_expr(t.size)})"
         lanes = self.mask if mask is None else f"{self.mask} & {mask}"
         if self.interpret:
             line = f"_check_position({inside}, {lanes}, {t.error})"
@@ -480,24 +481,28 @@ _next_pow2 = plan_passes.next_pow2
 
 
 def choose_config(plan: KernelPlan, interpret: bool) -> dict:
-    """Launch configuration by heuristic; the interpreter prefers few, large programs."""
+    """Launch configuration by heuristic; the interpreter prefers few, large programs. Symbolic sizes:
+    chosen for the example call's (any block size is correct; a symbolic row is always looped)."""
+    xnumel, rnumel = hint(plan.xnumel), hint(plan.rnumel)
     if not plan.is_reduction:
         # A horizontal kernel: blocks sized for its largest segment (the interpreter then runs one
         # program per segment; a GPU as many as for that segment alone).
-        xnumel = max((seg.xnumel for seg in plan.segments), default=plan.xnumel)
+        xnumel = max((hint(seg.xnumel) for seg in plan.segments), default=xnumel)
         block = _next_pow2(min(xnumel, 1 << 16)) if interpret else min(1024, _next_pow2(xnumel))
         return {"XBLOCK": max(block, 1), "num_warps": 4 if block >= 512 else 1}
     if plan.columns:  # schedule/plan_passes.choose_reduction_layout: wide in x, a few rows per loop step
         if interpret:  # few, large programs
-            return {"XBLOCK": min(_next_pow2(plan.xnumel), 256), "RBLOCK": min(_next_pow2(plan.rnumel), 256),
+            return {"XBLOCK": min(_next_pow2(xnumel), 256), "RBLOCK": min(_next_pow2(rnumel), 256),
                     "num_warps": 4}
-        return {"XBLOCK": min(plan_passes.COLUMN_XBLOCK, _next_pow2(plan.xnumel)),
-                "RBLOCK": min(COLUMN_RBLOCK, _next_pow2(plan.rnumel)), "num_warps": 4}
-    rblock = _next_pow2(plan.rnumel)
+        return {"XBLOCK": min(plan_passes.COLUMN_XBLOCK, _next_pow2(xnumel)),
+                "RBLOCK": min(COLUMN_RBLOCK, _next_pow2(rnumel)), "num_warps": 4}
+    rblock = _next_pow2(rnumel)
     if rblock > PERSISTENT_MAX_RBLOCK:
         rblock = LOOPED_RBLOCK
+    elif is_symbolic(plan.rnumel):  # looped (see _is_persistent): at least a warp's width per step
+        rblock = max(rblock, 32)
     budget = (1 << 16) if interpret else 4096
-    xblock = max(1, min(_next_pow2(plan.xnumel), budget // rblock))
+    xblock = max(1, min(_next_pow2(xnumel), budget // rblock))
     warps = 16 if rblock >= 8192 else 8 if rblock >= 2048 else 4 if rblock >= 512 else 2
     return {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}
 
@@ -511,17 +516,18 @@ TUNE_MIN_ELEMENTS = 1 << 20
 def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
     """The heuristic config first, then alternatives the GPU runtime may time (same source code)."""
     best = choose_config(plan, interpret)
-    if interpret or plan.xnumel * max(plan.rnumel, 1) < TUNE_MIN_ELEMENTS:
+    xnumel, rnumel = hint(plan.xnumel), hint(plan.rnumel)  # symbolic sizes: the example call's
+    if interpret or xnumel * max(rnumel, 1) < TUNE_MIN_ELEMENTS:
         return (best,)
     # Each candidate costs one Triton compile at cold start (~0.3-0.5 s): keep the list short.
     out = [best]
     if plan.columns:  # looped: the source does not depend on RBLOCK, so both blocks may change
         for xblock, rblock, warps in ((128, 16, 4), (32, 64, 4), (64, 64, 8), (128, 32, 8)):
-            if xblock <= _next_pow2(plan.xnumel) and rblock <= _next_pow2(plan.rnumel):
+            if xblock <= _next_pow2(xnumel) and rblock <= _next_pow2(rnumel):
                 out.append({"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps})
     elif not plan.is_reduction:
         for block, warps in ((2048, 8), (512, 4)):
-            out.append({"XBLOCK": min(block, _next_pow2(plan.xnumel)), "num_warps": warps})
+            out.append({"XBLOCK": min(block, _next_pow2(xnumel)), "num_warps": warps})
     elif best["RBLOCK"] <= SHORT_ROW_RBLOCK:
         # Short rows (a per-pixel softmax over 19 classes): the heuristic packs many rows into each
         # program; fewer rows per thread keep more loads in flight when each element gathers.
@@ -531,7 +537,7 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
     else:
         rblock = best["RBLOCK"]
         for xblock, warps in ((1, 4), (1, 16), (2, 8)):
-            if xblock * rblock <= 16384 and xblock <= _next_pow2(plan.xnumel) and warps * 32 <= xblock * rblock:
+            if xblock * rblock <= 16384 and xblock <= _next_pow2(xnumel) and warps * 32 <= xblock * rblock:
                 out.append({"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps})
     unique = []
     for c in out:
@@ -542,9 +548,14 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
 
 def launch_grid(xnumel: int, config: dict, segments: tuple[int, ...] = ()) -> str:
     """The grid as text; a horizontal kernel's covers each segment in turn (`_segmented_kernel`)."""
+    block = config['XBLOCK']
+    if is_symbolic(xnumel) or any(is_symbolic(n) for n in segments):  # computed by the host at each call
+        counts = [f"(({python_expr(n)}) + {block - 1}) // {block}" if is_symbolic(n) else str(max(-(-n // block), 1))
+                  for n in (segments or (xnumel,))]
+        return f"({' + '.join(counts)},)"
     if segments:
-        return f"({sum(max(-(-n // config['XBLOCK']), 1) for n in segments)},)"
-    return f"({max(-(-xnumel // config['XBLOCK']), 1)},)"
+        return f"({sum(max(-(-n // block), 1) for n in segments)},)"
+    return f"({max(-(-xnumel // block), 1)},)"
 
 
 def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = False) -> list[str]:
@@ -557,7 +568,7 @@ def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = Fal
     lines = [f"    pid = {pid}"]
     previous = ""
     for k, seg in enumerate(plan.segments):
-        count = f"({seg.xnumel} + XBLOCK - 1) // XBLOCK" if seg.xnumel > 1 else "1"
+        count = f"({python_expr(seg.xnumel)} + XBLOCK - 1) // XBLOCK" if decide(seg.xnumel > 1) else "1"
         lines.append(f"    seg{k}_end = {previous + ' + ' if previous else ''}{count}")
         previous = f"seg{k}_end"
     for k, seg in enumerate(plan.segments):
@@ -565,7 +576,7 @@ def _segmented_kernel(plan: KernelPlan, interpret: bool, stores_last: bool = Fal
         offset = "pid" if k == 0 else f"(pid - seg{k - 1}_end)"
         lines += [f"    # segment {k}: {seg.xnumel} elements, source ops {', '.join(seg.origins)}",
                   f"    if {condition}:",
-                  f"        xnumel = {seg.xnumel}",
+                  f"        xnumel = {python_expr(seg.xnumel)}",
                   f"        xindex = {offset} * XBLOCK + tl.arange(0, XBLOCK)",
                   "        xmask = xindex < xnumel"]
         lines += ["        " + ln for ln in _pointwise_body(_flat_steps(seg), interpret, stores_last)]
@@ -595,8 +606,11 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
         return _split_reduction_kernels(plan, interpret)
     configs = candidate_configs(plan, interpret)
     config = configs[0]
-    persistent = plan.is_reduction and not plan.columns and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK
-    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs]
+    # A row of symbolic length never fits one block for every size: looped.
+    persistent = (plan.is_reduction and not plan.columns and not is_symbolic(plan.rnumel)
+                  and _next_pow2(plan.rnumel) <= PERSISTENT_MAX_RBLOCK)
+    sizes = symbols_in(plan)
+    args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + list(sizes)
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
     lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
     if aliased and (plan.is_reduction or plan.scatters):
@@ -608,11 +622,11 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
                             grid=launch_grid(plan.xnumel, config, _numels(plan)), config_space=configs,
                             origins=plan.origins, xnumel=plan.xnumel, kind="pointwise",
                             checks_int_div=interpret and plan.may_flag_errors(), segments=_numels(plan),
-                            line_origins=line_origins, index_dtype=_segments_index_dtype(plan))
-    lines.append(f"    xnumel = {plan.xnumel}")
+                            line_origins=line_origins, index_dtype=_segments_index_dtype(plan), size_args=sizes)
+    lines.append(f"    xnumel = {python_expr(plan.xnumel)}")
     steps = _flat_steps(plan)
     if plan.is_reduction:
-        lines += [f"    rnumel = {plan.rnumel}",
+        lines += [f"    rnumel = {python_expr(plan.rnumel)}",
                   f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
                   "    xmask = xindex < xnumel"]
         body = _reduction_body(plan, steps, persistent, interpret)
@@ -626,7 +640,7 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
                         grid=launch_grid(plan.xnumel, config), config_space=configs, origins=plan.origins,
                         xnumel=plan.xnumel, kind=_kind(plan),
                         checks_int_div=interpret and plan.may_flag_errors(), line_origins=line_origins,
-                        index_dtype=plan.index_dtype)
+                        index_dtype=plan.index_dtype, size_args=sizes)
 
 
 def _kind(plan: KernelPlan) -> str:
@@ -666,7 +680,7 @@ def _flat_steps(plan: KernelPlan) -> list[Step]:
     mapping: dict[str, Index] = {}
     for prefix, flat, sizes in (("x", "xindex", plan.space.x), ("r", "rindex", plan.space.r)):
         # An empty space (a size 0) has no live lane: any mapping will do, as long as none divides by 0.
-        sizes = tuple(max(size, 1) for size in sizes)
+        sizes = tuple(size if decide(size >= 1) else 1 for size in sizes)  # max(size, 1), a symbolic one guarded
         stride = 1
         for k in reversed(range(len(sizes))):
             q = floordiv(Index.var(flat), stride, ranges)
@@ -699,7 +713,7 @@ def _scattered_store(printer: TritonPrinter, step: Step) -> str:
         raw = printer.emit(t.value)
         checked = printer.named(printer.position(t, raw, None), t.value)
         offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
-        lanes += f" & ({raw} >= 0) & ({raw} < {t.size})"
+        lanes += f" & ({raw} >= 0) & ({raw} < {python_expr(t.size)})"
     if step.accumulate == "overwrite":  # lanes landing on one element: one of them wins, as on eager CUDA
         return f"tl.store({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), mask={lanes})"
     return (f"tl.atomic_add({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), "
@@ -967,7 +981,7 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
             f"def {plan.name}_partials{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, RBLOCK: tl.constexpr):",
             *(_header(plan) if i == 0 else [f"    # source ops: {', '.join(plan.origins)}"]),
             f"    # {what}: program (x, p) covers elements [p*{chunk}, (p+1)*{chunk}) of row x",
-            f"    xnumel = {plan.xnumel}", f"    rnumel = {plan.rnumel}",
+            f"    xnumel = {python_expr(plan.xnumel)}", f"    rnumel = {python_expr(plan.rnumel)}",
             f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "    xmask = xindex < xnumel",
             f"    rstart = {_program_id(plan, 1)} * {chunk}",
@@ -996,7 +1010,7 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
             "@triton.jit",
             f"def {plan.name}_finish{suffix}({', '.join(args)}, XBLOCK: tl.constexpr, SBLOCK: tl.constexpr):",
             f"    # reduces the {programs} partials of each row of {plan.name}_partials{suffix}",
-            f"    xnumel = {plan.xnumel}",
+            f"    xnumel = {python_expr(plan.xnumel)}",
             f"    xindex = {_program_id(plan, 0)} * XBLOCK + tl.arange(0, XBLOCK)[:, None]",
             "    xmask = xindex < xnumel",
             "    sindex = tl.arange(0, SBLOCK)[None, :]",

@@ -7,15 +7,18 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Callable
 
+import sympy
 import torch
 
 from compiler_core import _compat
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import Index, linear_index
+from compiler_core.ir.symbolic import as_size, decide, example_values
 from compiler_core.ir.values import (
     Cast,
     Constant,
+    IndexValue,
     Load,
     Value,
     subs_index,
@@ -57,6 +60,9 @@ class Lowering:
         # buffer -> value. Known when compiling, so the kernels read them as literals (PyTorch lets a CPU
         # scalar tensor meet CUDA tensors in one op; our kernels cannot read host memory).
         self.host_scalars: dict[str, bool | int | float] = {}
+        # Symbolic sizes: the arguments in order (tensors and sizes), and where each symbol is read.
+        self.arg_names: list[str] = []
+        self.size_bindings: dict[str, tuple[str, str, str, int]] = {}
 
     def fresh_name(self, wanted: str) -> str:
         """A buffer name no other buffer of this graph has: graph inputs keep their FX names, so an
@@ -80,8 +86,12 @@ class Lowering:
                 self._call(node)
             elif node.op == "output":
                 outputs = tuple(self._output_value(a) for a in _flatten(node.args[0]))
+        symbolic = bool(self.size_bindings) or len(self.arg_names) != len([b for b in self.inputs if b.kind == "input"])
         return LoopGraph(inputs=tuple(self.inputs), nodes=tuple(self.nodes), outputs=outputs,
-                         constants=self.constants, device=self.device, values=dict(self.values))
+                         constants=self.constants, device=self.device, values=dict(self.values),
+                         arg_names=tuple(self.arg_names) if symbolic else (),
+                         size_bindings=tuple(self.size_bindings.values()),
+                         size_hints=example_values() if symbolic else {})
 
     def _output_value(self, arg: Any) -> Any:
         if isinstance(arg, torch.fx.Node):
@@ -90,15 +100,28 @@ class Lowering:
 
     def _placeholder(self, node: torch.fx.Node) -> None:
         val = _compat.fake_value(node)
+        if isinstance(val, torch.SymInt):  # a size Dynamo passes as an int: the host binds its symbol
+            self.values[node.name] = as_size(val)
+            self.arg_names.append(node.name)
+            self._bind(self.values[node.name], node.name, "value", 0)
+            return
         if not isinstance(val, torch.Tensor):
-            raise LoweringError(f"input {node.name} is a {type(val).__name__}, not a tensor (dynamic shapes are "
-                                "not supported yet: compile with dynamic=False)")
+            raise LoweringError(f"input {node.name} is a {type(val).__name__}, not a tensor")
         self._check_dtype(val.dtype, node)
         self.device = val.device.type
         buf = Buffer(self.fresh_name(node.name), val.dtype, Layout(tuple(val.shape), tuple(val.stride()), 0),
                      val.device.type, kind="input")
         self.inputs.append(buf)
+        self.arg_names.append(buf.name)
+        for d, (size, stride) in enumerate(zip(buf.layout.size, buf.layout.stride)):
+            self._bind(size, buf.name, "size", d)
+            self._bind(stride, buf.name, "stride", d)
         self.values[node.name] = ViewRef(buf.name, buf.layout, buf.dtype)
+
+    def _bind(self, size: Any, arg: str, kind: str, dim: int) -> None:
+        """The first input a symbol is read from, bare (s0, not 2*s0), is where the host reads it."""
+        if isinstance(size, sympy.Symbol) and size.name not in self.size_bindings:
+            self.size_bindings[size.name] = (size.name, arg, kind, dim)
 
     def _constant(self, node: torch.fx.Node) -> None:
         tensor = getattr(self.gm, node.target)
@@ -119,6 +142,15 @@ class Lowering:
             self.values[node.name] = self.values[source.name][i]
             return
         val = _compat.fake_value(node)
+        if isinstance(val, torch.SymInt):  # arithmetic on sizes (sym_size, mul): its expression
+            self.values[node.name] = as_size(val)
+            return
+        if isinstance(val, torch.SymFloat):  # a size made a float (mean's count): kept as the integer size,
+            inner = val.node.expr  # cast where a kernel reads it (size_value)
+            if type(inner).__name__ != "ToFloat" or not isinstance(inner.args[0], sympy.Expr):
+                raise LoweringError(f"{node.name} is a symbolic float ({inner}), not a size")
+            self.values[node.name] = as_size(inner.args[0])
+            return
         self.source_fn = _source_fn(node)
         if isinstance(val, torch.Tensor):
             self._check_dtype(val.dtype, node)
@@ -187,6 +219,8 @@ class Lowering:
         if not isinstance(arg, torch.fx.Node):
             return Constant(scalar_of(arg, dtype), dtype)
         view = self.values[arg.name]
+        if isinstance(view, (int, sympy.Expr)) and not isinstance(view, bool):  # a size: x * x.shape[0]
+            return size_value(view, dtype)
         if not isinstance(view, ViewRef):
             raise Unsupported(f"argument {arg.name} is not a tensor")
         if view.buffer in self.host_scalars and self.buffer_devices[view.buffer] != self.device:
@@ -250,9 +284,12 @@ class Lowering:
         base_node = node.args[0]
         base = self.values[base_node.name]
         base_val = _compat.fake_value(base_node)
-        if tuple(base.layout.stride) != tuple(base_val.stride()) and base.layout.numel > 1:
+        theirs = tuple(as_size(s) for s in base_val.stride())
+        if tuple(base.layout.stride) != theirs and decide(base.layout.numel > 1):
             # Our buffer is laid out differently from torch's metadata (new_buffer makes a strided
             # result such as copy(slice, src) contiguous): apply the view op itself to our layout.
+            if node.target is torch.ops.aten.expand.default:
+                return self._expanded(node, base)
             val, base_val = self._view_of_our_layout(node, base, base_val), None
 
         def one(v: torch.Tensor) -> ViewRef:
@@ -262,6 +299,24 @@ class Lowering:
 
         # split / unbind / chunk return several views of one buffer
         return tuple(one(v) for v in val) if isinstance(val, (list, tuple)) else one(val)
+
+    def _expanded(self, node: torch.fx.Node, base: ViewRef) -> ViewRef:
+        """expand() of our layout: new leading dims and expanded size-1 dims read with stride 0 (sizes
+        may be symbolic, which the meta-tensor route of _view_of_our_layout cannot take)."""
+        sizes = [as_size(self.values[a.name]) if isinstance(a, torch.fx.Node) else as_size(a) for a in node.args[1]]
+        old = base.layout
+        lead = len(sizes) - len(old.size)
+        size, stride = list(sizes[:lead]), [0] * lead
+        for want, have, st in zip(sizes[lead:], old.size, old.stride):
+            if want == -1 or want == have:
+                size.append(have)
+                stride.append(st)
+            elif have == 1:
+                size.append(want)
+                stride.append(0)
+            else:
+                raise LoweringError(f"view {node.name}: cannot expand size {have} to {want}")
+        return ViewRef(base.buffer, Layout(tuple(size), tuple(stride), old.offset), base.dtype)
 
     def _view_of_our_layout(self, node: torch.fx.Node, base: ViewRef, base_val: torch.Tensor) -> Any:
         """The view `node` computed on a meta tensor with our buffer's sizes and strides (storage offset
@@ -396,6 +451,16 @@ def scalar_of(value: Any, dtype: torch.dtype) -> Any:
     if dtype.is_floating_point:
         return float(value)
     return int(value)
+
+
+def size_value(size: Any, dtype: torch.dtype) -> Value:
+    """A size as a kernel value: a literal, or (symbolic) an index expression the kernel computes from
+    its size arguments."""
+    size = as_size(size)
+    if not isinstance(size, sympy.Expr):
+        return Constant(scalar_of(size, dtype), dtype)
+    value: Value = IndexValue(Index.of(size), torch.int64)
+    return value if dtype == torch.int64 else Cast(value, dtype)
 
 
 def broadcast_index(layout: Layout, out_shape: tuple[int, ...], var_names: list[str]) -> Index:

@@ -10,8 +10,9 @@ import torch
 from compiler_core import _compat
 from compiler_core.ir.graph import ViewRef
 from compiler_core.ir.index import Index, floordiv, linear_index, mod
-from compiler_core.ir.lowering.core import Lowering, Unsupported, compute_dtype, scalar_of
+from compiler_core.ir.lowering.core import Lowering, Unsupported, compute_dtype, scalar_of, size_value
 from compiler_core.ir.lowering.pointwise import copy_
+from compiler_core.ir.symbolic import as_size, is_symbolic
 from compiler_core.ir.values import (
     Constant,
     IndexValue,
@@ -51,9 +52,9 @@ def _within(name: str, lo: int | None, hi: int | None) -> list[Value]:
     """lo <= name < hi, as bool values (None: no bound on that side)."""
     out = []
     if lo is not None:
-        out.append(Op("ge", (_position(name), Constant(lo, torch.int64)), torch.bool))
+        out.append(Op("ge", (_position(name), size_value(lo, torch.int64)), torch.bool))
     if hi is not None:
-        out.append(Op("lt", (_position(name), Constant(hi, torch.int64)), torch.bool))
+        out.append(Op("lt", (_position(name), size_value(hi, torch.int64)), torch.bool))
     return out
 
 
@@ -90,11 +91,16 @@ def cat_(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
 
 def constant_pad(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     """constant_pad_nd: the input shifted by the leading pads, `value` outside it (negative pads crop)."""
-    x, pad = node.args[0], list(node.args[1])
+    x = node.args[0]
+    # Symbolic pads (a mask padded to a multiple of 8: (8 - s0 % 8) % 8) are expressions of the sizes.
+    pad = [as_size(lw.values[p.name]) if isinstance(p, torch.fx.Node) else as_size(p) for p in node.args[1]]
     fill = node.args[2] if len(node.args) > 2 else node.kwargs.get("value", 0)
-    in_shape = tuple(_compat.fake_value(x).shape)
+    in_shape = tuple(as_size(s) for s in _compat.fake_value(x).shape)
     cdt = compute_dtype(val.dtype)
     shape = tuple(val.shape)
+
+    def positive(amount) -> bool:  # a symbolic pad keeps its bound: redundant where the pad is 0, never wrong
+        return is_symbolic(amount) or amount > 0
 
     def body(names: list[str]) -> Value:
         moved, conditions = {}, []
@@ -102,8 +108,8 @@ def constant_pad(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRe
             d = len(shape) - 1 - k
             before, after = pad[2 * k], pad[2 * k + 1]
             moved[names[d]] = Index.var(names[d]) - before
-            conditions += _within(names[d], before if before > 0 else None,
-                                  before + in_shape[d] if after > 0 else None)
+            conditions += _within(names[d], before if positive(before) else None,
+                                  before + in_shape[d] if positive(after) else None)
         inside = _all(conditions)
         value = _read_at(lw, x, shape, names, cdt, moved, inside)
         if inside is None:

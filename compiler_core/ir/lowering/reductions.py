@@ -8,7 +8,8 @@ import torch
 
 from compiler_core import _compat
 from compiler_core.ir.graph import ViewRef
-from compiler_core.ir.lowering.core import Lowering, Unsupported, broadcast_index, compute_dtype
+from compiler_core.ir.lowering.core import Lowering, Unsupported, broadcast_index, compute_dtype, size_value
+from compiler_core.ir.symbolic import as_size, is_symbolic
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -41,8 +42,10 @@ def reduction_handler(kind: str) -> Callable:
         if kind == "mean":
             count = 1
             for d in dims:
-                count *= src_val.shape[d % max(src_val.dim(), 1)] if src_val.dim() else 1
+                count *= as_size(src_val.shape[d % max(src_val.dim(), 1)]) if src_val.dim() else 1
             total = lw.reduction(node, val, source, dims, "sum", acc)
+            if is_symbolic(count):  # divided by the count the kernel computes from its size arguments
+                return _scale(lw, node, val, total, count, divide=True)
             return _scale(lw, node, val, total, 1.0 / max(count, 1) if count else float("nan"))
         if kind == "var":
             correction = node.args[2] if len(node.args) > 2 else node.kwargs.get("correction", 1)
@@ -52,13 +55,17 @@ def reduction_handler(kind: str) -> Callable:
     return handler
 
 
-def _scale(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, source: ViewRef, factor: float) -> ViewRef:
+def _scale(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, source: ViewRef, factor: Any,
+           divide: bool = False) -> ViewRef:
+    """`source * factor`, or with `divide`, `source / factor` (a symbolic count)."""
     cdt = compute_dtype(val.dtype)
     names_shape = tuple(val.shape)
 
     def body(names: list[str]) -> Value:
         load = Load(source.buffer, broadcast_index(source.layout, names_shape, names), source.dtype)
         value = load if source.dtype == cdt else Cast(load, cdt)
+        if divide:
+            return Op("truediv", (value, size_value(factor, cdt)), cdt)
         return Op("mul", (value, Constant(factor, cdt)), cdt)
 
     return lw.pointwise(node, val, body, origin=node.name)

@@ -1,0 +1,233 @@
+"""Symbolic kernels (compiler_core/ir/symbolic.py): a graph Dynamo captures with symbolic sizes is
+compiled once, its kernels take the sizes as arguments, and every size it then serves matches eager."""
+
+from __future__ import annotations
+
+import re
+from html import unescape
+
+import pytest
+import torch
+
+import compiler_core as cc
+from compiler_core.ir import symbolic
+from compiler_core.schedule import plan_passes
+
+
+def _layer_norm_gelu(hidden: int):
+    norm = torch.nn.LayerNorm(hidden)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    return lambda x: torch.nn.functional.gelu(norm(x)) * 2
+
+
+FUNCTIONS = {
+    # (function, input shapes one graph serves)
+    "pointwise": (lambda x: torch.tanh(x) * 2 + 1, [(5, 8), (7, 8), (9, 3), (1, 1)]),
+    "softmax_over_a_symbolic_row": (lambda x: torch.softmax(x, -1) + x.sum(-1, keepdim=True),
+                                     [(5, 8), (7, 8), (9, 13), (3, 300)]),
+    "layer_norm_over_symbolic_rows": (_layer_norm_gelu(32), [(2, 5, 32), (3, 7, 32), (4, 9, 32), (2, 2, 32)]),
+    "transposed_input": (lambda x: (x.t() * 3).exp(), [(4, 6), (6, 4), (5, 9)]),
+    # sizes that multiply a symbol by itself (s1*s1): printed as products, never sympy's s1**2
+    "outer_product": (lambda x: (x[:, :, None] * x[:, None, :]).exp().sum(0), [(3, 5), (4, 7), (2, 3)]),
+    # a pad that is an expression with modulo (an attention mask padded to a multiple of 8 on the GPU)
+    "pad_to_a_multiple_of_8": (lambda x: torch.nn.functional.pad(x, (0, (8 - x.shape[-1] % 8) % 8), value=-1.0) * 2,
+                               [(3, 5), (4, 11), (2, 16), (5, 9)]),
+    "sizes_as_values": (lambda x: torch.relu(x) * x.shape[0] + x.mean(-1, keepdim=True), [(3, 4), (5, 7), (6, 2)]),
+}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("name", list(FUNCTIONS))
+def test_one_compilation_serves_every_size_and_matches_eager(backend, name):
+    fn, shapes = FUNCTIONS[name]
+    compiled = cc.compile(fn, backend=backend, dynamic=True)
+    first = None
+    for shape in shapes:
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            torch.testing.assert_close(compiled(x), fn(x), rtol=1e-5, atol=1e-5)
+        session = compiled.session
+        first = first or session
+        if min(shape) > 1:  # Dynamo specializes sizes 0 and 1: those compile a static graph
+            assert session is first, f"{shape} compiled again: {session.messages}"
+    record = first.graphs[0]
+    assert record.symbolic and not record.fell_back, first.messages
+    assert all(k.size_args for k in record.kernels), "each kernel takes the sizes as arguments"
+    for k in record.kernels:
+        assert all(s in k.source for s in k.size_args)
+    assert record.sizes.startswith("s") and "=" in record.sizes, "the example call's sizes"
+
+
+def test_the_kernels_and_host_program_print_the_symbols():
+    compiled = cc.compile(lambda x: torch.softmax(x, -1), backend="cpp", dynamic=True)
+    with torch.no_grad():
+        compiled(torch.randn(4, 8))
+    record = compiled.session.graphs[0]
+    (kernel,) = record.kernels
+    rows, row = kernel.size_args[::-1] if len(kernel.size_args) == 2 else (None, None)
+    assert f"int64_t {kernel.size_args[0]}" in kernel.source
+    assert f"x0 < {rows}" in kernel.source and f"r0 < {row}" in kernel.source
+    host = record.wrapper.source
+    assert f"{rows} = v_" in host and f"{row} = v_" in host, "the host reads each size at every call"
+    assert f"alloc(({rows}, {row}), ({row}, 1)" in host
+
+
+def test_a_size_decision_is_a_guard_and_a_call_past_it_compiles_again(monkeypatch):
+    # The index width is decided on the example sizes and kept as a guard: with the int32 limit made
+    # small, a call whose offsets pass it must recompile (and index in int64), never reuse the kernel.
+    monkeypatch.setattr(plan_passes, "INT32_MAX", 4000)
+    monkeypatch.setattr(plan_passes, "COUNTER_HEADROOM", 0)
+    fn = lambda x: torch.sigmoid(x) + 1  # noqa: E731
+    compiled = cc.compile(fn, backend="cpp", dynamic=True)
+    for rows in (10, 20):
+        x = torch.randn(rows, 100)
+        torch.testing.assert_close(compiled(x), fn(x))
+    small = compiled.session
+    assert any("4000" in g for g in small.graphs[0].size_guards), small.graphs[0].size_guards
+    assert "index: int32" in small.graphs[0].kernels[0].source
+    x = torch.randn(50, 100)  # 5000 elements: past the guard
+    torch.testing.assert_close(compiled(x), fn(x))
+    large = compiled.session
+    assert large is not small and large.recompiles, "Dynamo checked our guard and compiled again"
+    assert "index: int64" in large.graphs[0].kernels[0].source
+
+
+def test_a_stage_that_cannot_take_symbols_compiles_per_size_and_says_why(monkeypatch):
+    # A stage meeting a symbolic size it does not handle raises NotSymbolic (or fails on a sympy
+    # comparison); the graph is then compiled for each concrete size, never run in eager PyTorch.
+    from compiler_core import api
+
+    real = api.plan_memory
+
+    def not_ready(graph, *args, **kwargs):
+        if graph.size_bindings:
+            raise symbolic.NotSymbolic("the memory planner was asked to refuse symbolic sizes")
+        return real(graph, *args, **kwargs)
+
+    monkeypatch.setattr(api, "plan_memory", not_ready)
+    fn = lambda x: torch.relu(x) + 1  # noqa: E731
+    compiled = cc.compile(fn, backend="cpp", dynamic=True)
+    sessions = []
+    for rows in (3, 5):
+        x = torch.randn(rows, 4)
+        torch.testing.assert_close(compiled(x), fn(x))
+        assert compiled.session.stats["fallback_graphs"] == 0
+        sessions.append(compiled.session)
+    assert any("cannot take yet" in m and "memory planner" in m for m in sessions[0].messages), sessions[0].messages
+    assert not any(g.symbolic for s in sessions for g in s.graphs)
+    assert sessions[1] is not sessions[0], "the second size compiled on its own"
+
+
+def test_symbolic_kernels_can_be_turned_off(monkeypatch):
+    monkeypatch.setattr(symbolic, "ENABLED", False)
+    compiled = cc.compile(lambda x: torch.tanh(x), backend="cpp", dynamic=True)
+    compiled(torch.randn(3, 4))
+    assert not compiled.session.graphs[0].symbolic and compiled.session.graphs[0].sizes
+
+
+# Text models of the zoo, inference with random weights: one symbolic compilation serves every
+# (batch, sequence) pair. BART's own code makes Dynamo specialize the batch size, so Dynamo compiles
+# it again for each new batch (its guards, not ours); each of those compilations is symbolic too.
+TEXT_MODELS = ["gpt2", "llama", "qwen2", "mistral", "gpt_neox", "falcon", "bert", "roberta", "distilbert",
+               "t5", "bart"]
+DYNAMO_SPECIALIZES_BATCH = {"bart"}
+
+
+def _text_inputs_at(case_inputs: dict, batch: int, seq: int, vocab: int, gen: torch.Generator) -> dict:
+    """The model's text inputs drawn again at another (batch, sequence): ids, padding masks, token types."""
+    out = {}
+    for key, value in case_inputs.items():
+        if key == "labels" or not (isinstance(value, torch.Tensor) and value.dtype == torch.long):
+            continue
+        if "token_type" in key:
+            out[key] = torch.zeros(batch, seq, dtype=torch.long)
+        elif "mask" in key:
+            out[key] = torch.ones(batch, seq, dtype=torch.long)
+            out[key][-1, seq - seq // 3:] = 0
+        else:
+            out[key] = torch.randint(1, vocab, (batch, seq), generator=gen)
+    if "decoder_input_ids" not in out and "labels" in case_inputs:  # encoder-decoders: the decoder's ids too
+        out["decoder_input_ids"] = torch.randint(1, vocab, (batch, max(seq - 2, 2)), generator=gen)
+    return out
+
+
+@pytest.mark.zoo
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TEXT_MODELS)
+def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
+    from tests.models.zoo import ZOO
+
+    case = ZOO[name].build("small", "cpu", torch.float32, mask=True)
+    model = case.model.eval()
+    compiled = cc.compile(model, dynamic=True)
+    gen = torch.Generator().manual_seed(0)
+    sessions = []
+    for batch, seq in ((2, 6), (3, 11), (2, 9), (4, 7)):
+        inputs = _text_inputs_at(case.inputs, batch, seq, 97, gen)
+        with torch.no_grad():
+            ours, eager = compiled(**inputs), model(**inputs)
+        compared = [f for f in ("logits", "last_hidden_state") if getattr(eager, f, None) is not None]
+        assert compared, f"{name}: no output to compare"
+        for field in compared:
+            torch.testing.assert_close(getattr(ours, field), getattr(eager, field), rtol=1e-4, atol=1e-4)
+        session = compiled.session
+        assert session.stats["fallback_graphs"] == 0, session.messages
+        assert all(g.symbolic for g in session.graphs), session.messages
+        if session not in sessions:
+            sessions.append(session)
+    if name not in DYNAMO_SPECIALIZES_BATCH:
+        assert len(sessions) == 1, [s.recompiles for s in sessions]
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_gpt2_on_the_gpu_compiles_once_for_every_size(dtype):
+    # The zoo's realistic GPT-2 width on the GPU (Triton kernels taking the sizes as arguments), judged
+    # against an fp64 reference: ours within the dtype's allowance or within twice eager's own error.
+    from tests.models.zoo import ZOO
+
+    case = ZOO["gpt2"].build("large", "cuda", dtype, mask=True)
+    model = case.model.eval()
+    reference = ZOO["gpt2"].build("large", "cuda", torch.float64, mask=True).model.eval()
+    compiled = cc.compile(model, dynamic=True)
+    gen = torch.Generator().manual_seed(0)
+    rtol, atol = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (3e-2, 1e-3)}[dtype]
+    sessions = []
+    for batch, seq in ((4, 128), (8, 200), (2, 333)):
+        inputs = {k: v.cuda() for k, v in _text_inputs_at(case.inputs, batch, seq, 1000, gen).items()}
+        with torch.no_grad():
+            ours, eager, exact = compiled(**inputs).logits, model(**inputs).logits, reference(**inputs).logits
+        ours_err = (ours.double() - exact).abs().max().item()
+        eager_err = (eager.double() - exact).abs().max().item()
+        assert ours_err <= max(atol + rtol * exact.abs().max().item(), 2 * eager_err), (batch, seq, ours_err, eager_err)
+        session = compiled.session
+        assert session.stats["fallback_graphs"] == 0 and all(g.symbolic for g in session.graphs), session.messages
+        if session not in sessions:
+            sessions.append(session)
+    assert len(sessions) == 1, [s.recompiles for s in sessions]
+    kernels = sessions[0].graphs[0].kernels
+    assert kernels and all(k.backend == "triton" and k.size_args for k in kernels)
+
+
+def test_the_explorer_renders_every_view_of_a_symbolic_compilation(tmp_path):
+    # Every view reads sizes (bytes moved, the memory plan, kernels, the roofline): with symbols they
+    # show the first call's figures and the kernels' symbolic source, and none fails on a sympy size.
+    from explorer.exploration import gather
+    from explorer.view import ExplorerView
+
+    compiled = cc.compile(lambda x: torch.softmax(x, -1) * 2 + x.mean(), backend="cpp", dynamic=True)
+    compiled(torch.randn(6, 8))
+    session = compiled.session
+    record = session.graphs[0]
+    assert record.symbolic
+    exploration = gather(session, "softmax", None)
+    moved = exploration.traffic
+    assert type(moved["fused_bytes"]) is int and 0 < moved["fused_bytes"] < moved["eager_bytes"], moved
+    html = ExplorerView(exploration).to_html(tmp_path / "report.html").read_text()
+    text = " ".join(unescape(re.sub(r"<[^>]+>", "", html)).split())  # the page as read, highlighting gone
+    kernel = record.kernels[0]
+    assert f"int64_t {kernel.size_args[0]}" in text, "the kernels' symbolic source"
+    assert "our kernels take the sizes as arguments" in text and record.sizes in text
