@@ -8,10 +8,12 @@ that holds for all such values (`768*s0 > 0`, `(768*s0) % 16 == 0`); a question 
 use of a symbolic size fail loudly (the graph is then compiled per concrete size, per_size.py) instead
 of silently answering for the example size only.
 
-Where a decision must be taken on the example size (a block size, whether indices fit in 32 bits),
-`decide` asks Dynamo's ShapeEnv: it answers for the example sizes and records the answer as a guard,
-which Dynamo checks before it reuses the compiled graph (a call whose sizes answer differently is
-compiled again). `hint` gives the example value where the answer only affects speed.
+Where a decision that changes the code must be taken on the example sizes (whether indices fit in
+32 bits), `decide` asks Dynamo's ShapeEnv: it answers for the example sizes and records the answer as
+a guard, which Dynamo checks before it reuses the compiled graph (a call whose sizes answer
+differently is compiled again). `known` asks the ShapeEnv's range analysis, without a guard, whether
+a condition holds for every size (simplifications that may be skipped). `hint` gives the example
+value where the answer only affects speed (block sizes, parallelism) or a figure shown.
 """
 
 from __future__ import annotations
@@ -52,16 +54,8 @@ def is_symbolic(value: Any) -> bool:
     return isinstance(value, sympy.Basic) and not value.is_number
 
 
-def any_symbolic(values: Any) -> bool:
-    return any(is_symbolic(v) for v in values)
 
 
-def free_symbols(*values: Any) -> set[sympy.Symbol]:
-    out: set[sympy.Symbol] = set()
-    for v in values:
-        if isinstance(v, sympy.Basic):
-            out |= v.free_symbols
-    return out
 
 
 @contextlib.contextmanager
@@ -149,11 +143,6 @@ def thousands(value: Size) -> str:
     return str(value) if is_symbolic(value) else f"{int(value):,}"
 
 
-def static_int(value: Size, what: str) -> int:
-    """`value` as an int; a symbolic size here is not supported yet (the graph compiles per size)."""
-    if is_symbolic(value):
-        raise NotSymbolic(f"{what} is symbolic ({value})")
-    return int(value)
 
 
 def python_expr(value: Size) -> str:
