@@ -271,13 +271,16 @@ def test_extern_returning_a_number_passes_it_on():
 def test_views_of_a_result_laid_out_unlike_torchs_metadata(backend, monkeypatch):
     # copy(slice, src) has the slice's strides in torch's metadata, but our buffer for it is dense:
     # views of it (slice_scatter's expand, as in T5's _shift_right) are re-applied to our layout
-    # (lowering.core._view_of_our_layout) instead of sending the graph to eager.
+    # (lowering.core._view_of_our_layout; an expand by Lowering._expanded, which also takes symbolic
+    # sizes) instead of sending the graph to eager.
     from compiler_core.ir.lowering import core
 
     rebased = []
-    original = core.Lowering._view_of_our_layout
+    original, expanded = core.Lowering._view_of_our_layout, core.Lowering._expanded
     monkeypatch.setattr(core.Lowering, "_view_of_our_layout",
                         lambda self, node, base, val: rebased.append(node.name) or original(self, node, base, val))
+    monkeypatch.setattr(core.Lowering, "_expanded",
+                        lambda self, node, base: rebased.append(node.name) or expanded(self, node, base))
 
     def shift_right(ids, x):
         shifted = ids.new_zeros(ids.shape)
