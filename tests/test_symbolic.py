@@ -22,6 +22,13 @@ def _layer_norm_gelu(hidden: int):
     return lambda x: torch.nn.functional.gelu(norm(x)) * 2
 
 
+def _strided_conv_then_layer_norm():
+    # wav2vec2's feature extractor: torch gives the conv output's strides as Max(1, s//5 - 1), a size
+    # our printers resolve to a sum; read as a stride it must print in parentheses
+    conv, norm = torch.nn.Conv1d(1, 8, 10, stride=5, bias=False), torch.nn.LayerNorm(8)
+    return lambda x: torch.nn.functional.gelu(norm(conv(x).transpose(1, 2)).transpose(1, 2))
+
+
 FUNCTIONS = {
     # (function, input shapes one graph serves)
     "pointwise": (lambda x: torch.tanh(x) * 2 + 1, [(5, 8), (7, 8), (9, 3), (1, 1)]),
@@ -34,6 +41,7 @@ FUNCTIONS = {
     # a pad that is an expression with modulo (an attention mask padded to a multiple of 8 on the GPU)
     "pad_to_a_multiple_of_8": (lambda x: torch.nn.functional.pad(x, (0, (8 - x.shape[-1] % 8) % 8), value=-1.0) * 2,
                                [(3, 5), (4, 11), (2, 16), (5, 9)]),
+    "strided_conv_then_layer_norm": (_strided_conv_then_layer_norm(), [(2, 1, 130), (3, 1, 97), (2, 1, 201)]),
     "sizes_as_values": (lambda x: torch.relu(x) * x.shape[0] + x.mean(-1, keepdim=True), [(3, 4), (5, 7), (6, 2)]),
 }
 
@@ -179,6 +187,42 @@ def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
             sessions.append(session)
     if name not in DYNAMO_SPECIALIZES_BATCH:
         assert len(sessions) == 1, [s.recompiles for s in sessions]
+
+
+# Vision and audio models of the zoo with dynamic=True: every input size is symbolic (image sides,
+# audio length), so conv, pooling and patching arithmetic reach the kernels as FloorDiv, Max and
+# modulo expressions. Swin's window partition makes sizes whose equality needs integer-division
+# reasoning sympy does not do: its graph is compiled per size, and says so.
+VISION_AND_AUDIO = {"resnet": True, "convnext": True, "segformer": True, "vit": True, "wav2vec2": True,
+                    "whisper_encoder": True, "swin": False}
+
+
+@pytest.mark.zoo
+@pytest.mark.slow
+@pytest.mark.parametrize("name", list(VISION_AND_AUDIO))
+def test_zoo_vision_and_audio_models_serve_every_batch_from_one_compilation(name):
+    from tests.models.zoo import ZOO
+
+    case = ZOO[name].build("small", "cpu", torch.float32, mask=False)
+    model = case.model.eval()
+    key, example = next((k, v) for k, v in case.inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point())
+    compiled = cc.compile(model, dynamic=True)
+    sessions = []
+    for batch in (2, 3, 5):
+        x = torch.randn(batch, *example.shape[1:], generator=torch.Generator().manual_seed(batch))
+        with torch.no_grad():
+            ours, eager = compiled(**{key: x}), model(**{key: x})
+        field = next(f for f in ("logits", "last_hidden_state") if getattr(eager, f, None) is not None)
+        torch.testing.assert_close(getattr(ours, field), getattr(eager, field), rtol=1e-4, atol=1e-4)
+        assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+        if compiled.session not in sessions:
+            sessions.append(compiled.session)
+    symbolic_now = all(g.symbolic for g in sessions[0].graphs)
+    assert symbolic_now == VISION_AND_AUDIO[name], sessions[0].messages
+    if symbolic_now:
+        assert len(sessions) == 1, [s.recompiles for s in sessions]
+    else:
+        assert any("compiled for each new size" in m for m in sessions[0].messages), sessions[0].messages
 
 
 @pytest.mark.gpu

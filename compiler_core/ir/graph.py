@@ -15,7 +15,7 @@ from typing import Optional
 import torch
 
 from compiler_core.ir.index import Index
-from compiler_core.ir.symbolic import NotSymbolic, as_size, decide, hint, known
+from compiler_core.ir.symbolic import as_size, decide, hint, is_symbolic, known
 from compiler_core.ir.values import IndirectIndex, Value, format_position, format_value, loads
 
 
@@ -43,6 +43,10 @@ class Layout:
     @property
     def numel(self) -> int:
         return prod(self.size)
+
+    @property
+    def symbolic(self) -> bool:
+        return any(is_symbolic(v) for v in (*self.size, *self.stride, self.offset))
 
     @property
     def storage_numel(self) -> int:
@@ -235,7 +239,8 @@ class LoopGraph:
     @cached_property
     def element_spans(self) -> dict[str, tuple[int, int]]:
         """Buffer -> the lowest and highest element offsets its layout addresses (buffers with no
-        element are left out). Asked for by every candidate kernel plan: computed once per graph."""
+        element, or a symbolic span of unknown sign, are left out). Asked for by every candidate kernel
+        plan: computed once per graph."""
         out = {}
         for b in (*self.inputs, *(o for n in self.nodes for o in (n.output, *n.extra_outputs))):
             lay = b.layout
@@ -244,7 +249,8 @@ class LoopGraph:
             reach = [(size - 1) * stride for size, stride in zip(lay.size, lay.stride)]
             below = [known(r < 0) for r in reach]
             if any(not neg and not known(r >= 0) for r, neg in zip(reach, below)):
-                raise NotSymbolic(f"the span of {b.name} depends on the sign of a symbolic stride")
+                continue  # a stride whose sign the ShapeEnv cannot tell: no span, so no load of it is
+                # taken as in bounds (the kernel keeps its masks)
             out[b.name] = (lay.offset + sum(r for r, neg in zip(reach, below) if neg),
                            lay.offset + sum(r for r, neg in zip(reach, below) if not neg))
         return out

@@ -19,6 +19,7 @@ from types import MappingProxyType
 from typing import Callable, Mapping, Union
 
 import sympy
+from torch.utils._sympy.functions import FloorDiv as SymFloorDiv
 
 from compiler_core.ir.symbolic import as_size, c_expr, decide, hint, is_symbolic, known, python_expr
 
@@ -160,10 +161,8 @@ class Index:
                 parts.append(text)
             elif coef == -1:
                 parts.append(f"-{text}")
-            elif is_symbolic(coef):  # printed for the backend (div "/": C++), a sum in parentheses: (s0 + 1)*x0
-                printed = python_expr(coef) if div == "//" else c_expr(coef)
-                summed = isinstance(sympy.expand(coef), sympy.Add)
-                parts.append(f"({printed})*{text}" if summed else f"{printed}*{text}")
+            elif is_symbolic(coef):  # printed for the backend (div "/": C++); a sum prints in parentheses
+                parts.append(f"{python_expr(coef) if div == '//' else c_expr(coef)}*{text}")
             else:
                 parts.append(f"{coef}*{text}")
         if self.const != 0 or not parts:
@@ -201,7 +200,7 @@ def _atom_bounds(atom: Atom, ranges: Ranges) -> tuple[int, int] | None:
         return None if size is None else (0, size - 1 if is_symbolic(size) else max(size - 1, 0))
     inner = atom.arg.bounds(ranges)
     if isinstance(atom, FloorDiv):
-        return None if inner is None else (inner[0] // atom.divisor, inner[1] // atom.divisor)
+        return None if inner is None else (_floor(inner[0], atom.divisor), _floor(inner[1], atom.divisor))
     return (0, atom.divisor - 1)
 
 
@@ -236,11 +235,32 @@ def _split(expr: Index, divisor: int) -> tuple[Index, Index]:
     q_terms: dict = {}
     r_terms: dict = {}
     for atom, coef in expr.terms:
-        if coef % divisor == 0:
-            q_terms[atom] = coef // divisor
+        quotient, rest = _divmod(coef, divisor)
+        if rest == 0:
+            q_terms[atom] = quotient
         else:
             r_terms[atom] = coef
-    return Index._build(q_terms, expr.const // divisor), Index._build(r_terms, expr.const % divisor)
+    quotient, rest = _divmod(expr.const, divisor)
+    return Index._build(q_terms, quotient), Index._build(r_terms, rest)
+
+
+def _divmod(a: int, b: int) -> tuple[int, int]:
+    """(q, r) with a == b*q + r: Python's divmod for numbers. For sizes, (a/b, 0) where b divides a
+    as polynomials (32*s - 32 by s - 1) and else (0, a): sympy's // and % of sizes would leave floor()
+    and 1/s terms that no kernel can print."""
+    if not is_symbolic(a) and not is_symbolic(b):
+        return divmod(int(a), int(b))
+    numerator, denominator = sympy.fraction(sympy.cancel(sympy.sympify(a) / b))
+    return (as_size(numerator), 0) if denominator == 1 else (0, a)
+
+
+def _floor(a: int, b: int) -> int:
+    """a // b for bounds: torch's FloorDiv for sizes (the ShapeEnv reasons about it; sympy's floor of
+    a quotient it cannot)."""
+    if not is_symbolic(a) and not is_symbolic(b):
+        return int(a) // int(b)
+    quotient, rest = _divmod(a, b)
+    return quotient if rest == 0 else as_size(SymFloorDiv(a, b))
 
 
 def _common_factor(expr: Index, divisor: int, ranges: Ranges) -> tuple[int, Index, Index] | None:
@@ -255,11 +275,15 @@ def _common_factor(expr: Index, divisor: int, ranges: Ranges) -> tuple[int, Inde
     else:
         candidates = sorted({gcd(coef, divisor) for _, coef in expr.terms} - {1, divisor}, reverse=True)
     for g in candidates:
-        big = {a: c // g for a, c in expr.terms if c % g == 0}
-        small = Index._build({a: c for a, c in expr.terms if c % g != 0}, expr.const % g)
+        if _divmod(divisor, g)[1] != 0:
+            continue
+        split = {a: _divmod(c, g) for a, c in expr.terms}
+        big = {a: q for a, (q, r) in split.items() if r == 0}
+        const_q, const_r = _divmod(expr.const, g)
+        small = Index._build({a: c for a, c in expr.terms if split[a][1] != 0}, const_r)
         b = small.bounds(ranges)
         if b is not None and known(0 <= b[0]) and known(b[1] < g):
-            return g, Index._build(big, expr.const // g), small
+            return g, Index._build(big, const_q), small
     return None
 
 
@@ -277,7 +301,7 @@ def floordiv(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> I
         common = _common_factor(remainder, divisor, ranges)
         if common is not None:  # (g*e + s) // (g*k) == e // k when 0 <= s < g
             g, scaled, _ = common
-            return quotient + floordiv(scaled, divisor // g, ranges)
+            return quotient + floordiv(scaled, _divmod(divisor, g)[0], ranges)
         return quotient + _floordiv_atom(remainder, divisor)
     return _floordiv_atom(expr, divisor)
 
@@ -303,7 +327,7 @@ def mod(expr: "Index | int", divisor: int, ranges: Ranges = NO_RANGES) -> Index:
         common = _common_factor(remainder, divisor, ranges)
         if common is not None:  # (g*e + s) % (g*k) == g*(e % k) + s when 0 <= s < g
             g, scaled, small = common
-            return mod(scaled, divisor // g, ranges) * g + small
+            return mod(scaled, _divmod(divisor, g)[0], ranges) * g + small
         return Index(((Mod(remainder, divisor), 1),), 0)
     return Index(((Mod(expr, divisor), 1),), 0)
 

@@ -116,7 +116,14 @@ def decide(condition: Any) -> bool:
         return condition
     if isinstance(condition, sympy.logic.boolalg.BooleanAtom):
         return bool(condition)
-    return bool(_env().evaluate_expr(condition))
+    env = _env()
+    if any(p.exp.is_negative for p in condition.atoms(sympy.Pow)) or condition.atoms(sympy.floor, sympy.ceiling):
+        # Dynamo prints each guard as Python source: its printer refuses these (and would fail the call)
+        raise NotSymbolic(f"cannot keep {condition} as a guard")
+    try:
+        return bool(env.evaluate_expr(condition))
+    except Exception as exc:  # noqa: BLE001 - e.g. its range analysis on a quotient of sizes
+        raise NotSymbolic(f"cannot decide {condition} ({type(exc).__name__}: {exc})") from exc
 
 
 def known(condition: Any) -> bool:
@@ -146,8 +153,8 @@ def thousands(value: Size) -> str:
 
 
 def python_expr(value: Size) -> str:
-    """Source text of a size for Python and Triton: sums, products, and floor division and modulo of
-    sizes that are never negative."""
+    """Source text of a size for Python and Triton: sums, products, and floor division and modulo by
+    a positive size."""
     return _printed(value, c=False)
 
 
@@ -157,9 +164,11 @@ def c_expr(value: Size) -> str:
 
 
 def _printed(value: Size, c: bool) -> str:
+    """Self-delimiting: a sum or a choice prints in parentheses, so the text can stand anywhere in an
+    expression (`32*(s0 - 1)`, never `32*s0 - 1`)."""
     if not is_symbolic(value):
         return str(int(value))
-    return _print(sympy.expand(value), c)
+    return _factor(sympy.expand(value), c)
 
 
 # torch's integer division and modulo over sizes (torch.utils._sympy.functions), by class name
@@ -169,7 +178,8 @@ _MODULOS = {"Mod", "PythonMod"}
 
 def _print(expr: sympy.Expr, c: bool) -> str:
     """Integer arithmetic both Python and C++ read alike: sums, products, whole powers (as products),
-    and // and % of operands that are never negative (where C++'s / and % agree with Python's)."""
+    and // and % by a positive divisor, written so that C++'s truncating / and % give Python's
+    floor results where the dividend may be negative."""
     if isinstance(expr, (sympy.Symbol, sympy.Integer)):
         return str(expr)
     if isinstance(expr, sympy.Add):
@@ -179,23 +189,73 @@ def _print(expr: sympy.Expr, c: bool) -> str:
             text += printed if not text else f" - {printed[1:]}" if printed.startswith("-") else f" + {printed}"
         return text
     if isinstance(expr, sympy.Mul):
-        factors = []
-        for f in sympy.Mul.make_args(expr):
-            text = _print(f, c)
-            factors.append(f"({text})" if isinstance(f, sympy.Add) else text)
+        factors = [_factor(f, c) for f in sympy.Mul.make_args(expr)]
         return "*".join(factors).replace("-1*", "-", 1) if factors[0] == "-1" else "*".join(factors)
     if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and expr.exp > 0:
-        base = _print(expr.base, c)
-        base = f"({base})" if isinstance(expr.base, sympy.Add) else base
-        return "*".join([base] * int(expr.exp))
+        return "*".join([_factor(expr.base, c)] * int(expr.exp))
     name = type(expr).__name__
+    if name in ("Max", "Min"):
+        return _print(sympy.expand(_extreme(expr, largest=name == "Max")), c)
+    if name in ("floor", "ceiling"):  # of a quotient of sizes (adaptive pooling's window starts)
+        numerator, denominator = sympy.fraction(sympy.cancel(sympy.together(expr.args[0])))
+        if any(p.exp.is_negative for p in (numerator + denominator).atoms(sympy.Pow)) or \
+                not (numerator.is_integer and denominator.is_integer):
+            raise NotSymbolic(f"size expression {expr} is not the {name} of a quotient of sizes")
+        if denominator == 1:
+            return _print(sympy.expand(numerator), c)
+        if name == "ceiling":  # ceil(p / q) = floor((p + q - 1) / q) for q > 0
+            numerator = numerator + denominator - 1
+        name, expr = "FloorDiv", sympy.Function("FloorDiv")(numerator, denominator)
     if (name in _DIVISIONS or name in _MODULOS) and len(expr.args) == 2:
         left, right = expr.args
-        if not (known(left >= 0) and known(right > 0)):  # C++ rounds a negative quotient the other way
-            raise NotSymbolic(f"size expression {expr} divides a value that may be negative")
-        op = "%" if name in _MODULOS else "/" if c else "//"
-        return f"(({_print(sympy.expand(left), c)}) {op} ({_print(sympy.expand(right), c)}))"
+        a, b = _print(sympy.expand(left), c), _print(sympy.expand(right), c)
+        div = "/" if c else "//"
+        if name == "CleanDiv" or (known(left >= 0) and known(right > 0)):  # C++ and Python agree
+            return f"(({a}) {'%' if name in _MODULOS else div} ({b}))"
+        if not known(right > 0) and (_SHAPE_ENV.get() is None or not decide(right > 0)):  # kept as a guard
+            raise NotSymbolic(f"size expression {expr} divides by a value that is not positive")
+        # A dividend that may be negative: C++ (and compiled Triton) truncate where Python floors.
+        # ((a % b) + b) % b is Python's a % b under either rule, and a - that is an exact multiple of b.
+        modulo = f"((({a}) % ({b}) + ({b})) % ({b}))"
+        return modulo if name in _MODULOS else f"((({a}) - {modulo}) {div} ({b}))"
     raise NotSymbolic(f"size expression {expr} has {name}, which our printers do not write")
+
+
+def _factor(expr: sympy.Expr, c: bool) -> str:
+    """One operand of a product, in parentheses unless it is a name, a number or already enclosed
+    (a Max that resolves to `s0 - 1` must not print as `32*s0 - 1`)."""
+    text = _print(expr, c)
+    if isinstance(expr, (sympy.Symbol, sympy.Integer)) or _enclosed(text):  # sympy puts a number first
+        return text
+    return f"({text})"
+
+
+def _enclosed(text: str) -> bool:
+    """Whether the first character's parenthesis closes at the last character."""
+    if not text.startswith("("):
+        return False
+    depth = 0
+    for i, ch in enumerate(text):
+        depth += {"(": 1, ")": -1}.get(ch, 0)
+        if depth == 0:
+            return i == len(text) - 1
+    return False
+
+
+def _extreme(expr: sympy.Expr, largest: bool) -> Size:
+    """The argument of Max/Min that wins for every size, else the one that wins for the example call,
+    kept as a guard (`Max(1, s0//5 - 1)` is `s0//5 - 1` while s0 >= 10)."""
+    args = list(expr.args)
+    wins = (lambda a, b: a >= b) if largest else (lambda a, b: a <= b)
+    for a in args:
+        if all(b is a or known(wins(a, b)) for b in args):
+            return a
+    if _SHAPE_ENV.get() is None:
+        raise NotSymbolic(f"size expression {expr}: which argument wins depends on the sizes")
+    pick = (max if largest else min)(args, key=hint)
+    if not all(b is pick or decide(wins(pick, b)) for b in args):
+        raise NotSymbolic(f"size expression {expr}: no argument wins")
+    return pick
 
 
 def upper_max(*values: Size) -> Size:

@@ -18,9 +18,9 @@ from typing import Optional
 
 import torch
 
-from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.graph import Layout, LoopGraph, LoopNode
 from compiler_core.ir.index import Index, Var, floordiv, linear_index, mod
-from compiler_core.ir.symbolic import decide, hint, known
+from compiler_core.ir.symbolic import decide, hint, is_symbolic, known
 from compiler_core.ir.values import (
     Constant,
     IndexValue,
@@ -145,15 +145,11 @@ def _names(prefix: str, sizes: tuple[int, ...]) -> list[str]:
 
 
 def _contiguous(sizes: tuple[int, ...]) -> tuple[int, ...]:
-    strides, running = [], 1
-    for s in reversed(sizes):
-        strides.append(running)
-        running *= max(s, 1)
-    return tuple(reversed(strides))
+    return Layout.contiguous(sizes).stride
 
 
 def _same_numel(shape: tuple[int, ...], other: tuple[int, ...]) -> bool:
-    return prod(shape) == prod(other) and prod(shape) > 0
+    return prod(shape) == prod(other) and known(prod(shape) > 0)
 
 
 def _in_storage_order(node: LoopNode, flat: Index, space: Space) -> dict[str, Index]:
@@ -601,6 +597,8 @@ def invert_where_masked(producer: LoopNode, offset: Index, ranges: dict[str, int
     variables shift those variables to start at 0, the layout is inverted over the narrower ranges,
     and the shift is undone; the result is used only if it has no division left. Exact wherever the
     mask holds, and the inlined loads read nothing where it does not (they take the mask)."""
+    if any(is_symbolic(r) for r in ranges.values()):
+        return None  # the bounds below are compared as numbers: symbolic ranges keep the general inverse
     low = {name: 0 for name in ranges}
     high = dict(ranges)  # exclusive
     flipped = {"ge": "le", "gt": "lt", "lt": "gt", "le": "ge"}

@@ -78,7 +78,7 @@ class CppPrinter(CSEPrinter):
     def load(self, v: Load, mask: str | None = None, positions: list[str] | None = None) -> str:
         offset = v.index.render(div='/')
         for t, p in zip(v.indirect, positions or ()):
-            offset += f" + {p}" if t.stride == 1 else f" + {p} * {t.stride}"
+            offset += f" + {p}" if t.stride == 1 else f" + {p} * {c_expr(t.stride)}"
         ref = f"{v.buffer}[{offset}]"
         if mask is not None and not positions and self._uniform(v.mask):
             split = self._zeros_offsets(v)

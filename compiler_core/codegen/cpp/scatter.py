@@ -60,7 +60,7 @@ def _scattered(printer: CSEPrinter, step: Step, parallel: bool, value: str) -> l
     for t in step.store_positions:
         raw = printer.emit(t.value)
         checked = printer.named(printer.position(t, raw, None), t.value)
-        offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
+        offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {c_expr(t.stride)}"
         inside.append(f"{raw} >= 0 && {raw} < {c_expr(t.size)}")
     op = "+=" if step.accumulate == "add" else "="
     write = printer.mark(f"    {step.store_buffer}[{offset}] {op} {value};")

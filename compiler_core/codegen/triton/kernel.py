@@ -105,7 +105,7 @@ class TritonPrinter(CSEPrinter):
         lanes = self.mask if mask is None else f"{self.mask} & {mask}"
         offset = pointer_offset(v.index)
         for t, p in zip(v.indirect, positions or ()):
-            offset += f" + {p}" if t.stride == 1 else f" + {p} * {t.stride}"
+            offset += f" + {p}" if t.stride == 1 else f" + {p} * {python_expr(t.stride)}"
         text = f"tl.load({v.buffer} + {offset}, {lanes}, other=0)"
         return f"{text}.to(tl.float32)" if v.dtype in LOW_PRECISION else text
 
@@ -712,7 +712,7 @@ def _scattered_store(printer: TritonPrinter, step: Step) -> str:
     for t in step.store_positions:
         raw = printer.emit(t.value)
         checked = printer.named(printer.position(t, raw, None), t.value)
-        offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {t.stride}"
+        offset += f" + {checked}" if t.stride == 1 else f" + {checked} * {python_expr(t.stride)}"
         lanes += f" & ({raw} >= 0) & ({raw} < {python_expr(t.size)})"
     if step.accumulate == "overwrite":  # lanes landing on one element: one of them wins, as on eager CUDA
         return f"tl.store({step.store_buffer} + {offset}, ({value}).to({TL_TYPE[step.store_dtype]}), mask={lanes})"

@@ -14,12 +14,14 @@ from compiler_core import _compat
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import Index, linear_index
+from compiler_core.ir.lowering.views import NotAViewOfOurs, equal_sizes, restride
 from compiler_core.ir.symbolic import as_size, decide, example_values
 from compiler_core.ir.values import (
     Cast,
     Constant,
     IndexValue,
     Load,
+    Op,
     Value,
     subs_index,
 )
@@ -145,11 +147,8 @@ class Lowering:
         if isinstance(val, torch.SymInt):  # arithmetic on sizes (sym_size, mul): its expression
             self.values[node.name] = as_size(val)
             return
-        if isinstance(val, torch.SymFloat):  # a size made a float (mean's count): kept as the integer size,
-            inner = val.node.expr  # cast where a kernel reads it (size_value)
-            if type(inner).__name__ != "ToFloat" or not isinstance(inner.args[0], sympy.Expr):
-                raise LoweringError(f"{node.name} is a symbolic float ({inner}), not a size")
-            self.values[node.name] = as_size(inner.args[0])
+        if isinstance(val, torch.SymFloat):
+            self.values[node.name] = _size_float(node.name, val.node.expr)
             return
         self.source_fn = _source_fn(node)
         if isinstance(val, torch.Tensor):
@@ -221,6 +220,10 @@ class Lowering:
         view = self.values[arg.name]
         if isinstance(view, (int, sympy.Expr)) and not isinstance(view, bool):  # a size: x * x.shape[0]
             return size_value(view, dtype)
+        if isinstance(view, SizeRatio):
+            return Op("truediv", (size_value(view.numerator, dtype), size_value(view.denominator, dtype)), dtype)
+        if isinstance(view, float):  # a ratio of sizes that is a number for every size
+            return Constant(scalar_of(view, dtype), dtype)
         if not isinstance(view, ViewRef):
             raise Unsupported(f"argument {arg.name} is not a tensor")
         if view.buffer in self.host_scalars and self.buffer_devices[view.buffer] != self.device:
@@ -285,11 +288,13 @@ class Lowering:
         base = self.values[base_node.name]
         base_val = _compat.fake_value(base_node)
         theirs = tuple(as_size(s) for s in base_val.stride())
-        if tuple(base.layout.stride) != theirs and decide(base.layout.numel > 1):
+        if not equal_sizes(tuple(base.layout.stride), theirs) and decide(base.layout.numel > 1):
             # Our buffer is laid out differently from torch's metadata (new_buffer makes a strided
             # result such as copy(slice, src) contiguous): apply the view op itself to our layout.
             if node.target is torch.ops.aten.expand.default:
                 return self._expanded(node, base)
+            if base.layout.symbolic or any(isinstance(a, torch.fx.Node) for a in node.args[1:]):
+                return self._restrided(node, base, val)
             val, base_val = self._view_of_our_layout(node, base, base_val), None
 
         def one(v: torch.Tensor) -> ViewRef:
@@ -317,6 +322,19 @@ class Lowering:
             else:
                 raise LoweringError(f"view {node.name}: cannot expand size {have} to {want}")
         return ViewRef(base.buffer, Layout(tuple(size), tuple(stride), old.offset), base.dtype)
+
+    def _restrided(self, node: torch.fx.Node, base: ViewRef, val: Any) -> ViewRef:
+        """A view of our layout with symbolic sizes, by index arithmetic (views.py)."""
+        if not isinstance(val, torch.Tensor):
+            raise LoweringError(f"view {node.name} of {node.args[0].name}: several views of a symbolic "
+                                "layout of ours")
+        args = tuple(as_size(self.values[a.name]) if isinstance(a, torch.fx.Node) else a
+                     for a in node.args[1:])
+        try:
+            layout = restride(node.target, base.layout, args, tuple(as_size(s) for s in val.shape))
+        except NotAViewOfOurs as exc:
+            raise LoweringError(f"view {node.name} of {node.args[0].name}: {exc}") from exc
+        return ViewRef(base.buffer, layout, val.dtype)
 
     def _view_of_our_layout(self, node: torch.fx.Node, base: ViewRef, base_val: torch.Tensor) -> Any:
         """The view `node` computed on a meta tensor with our buffer's sizes and strides (storage offset
@@ -349,11 +367,12 @@ class Lowering:
                                      if isinstance(v, ViewRef)))
         val = _compat.fake_value(node)
         outs = _flatten(val) if isinstance(val, (list, tuple)) else [val]
-        # Besides tensors an op may return None (convolution_backward's output_mask) or a plain number
-        # that static shapes fix (cuDNN attention's max_q/max_k): later uses get the number itself.
-        if any(v is not None and not isinstance(v, (torch.Tensor, int, float, bool)) for v in outs):
-            raise LoweringError(f"extern {node.name} returns symbolic values (dynamic shapes are not supported "
-                                "yet: compile with dynamic=False)")
+        # Besides tensors an op may return None (convolution_backward's output_mask) or a size (cuDNN
+        # attention's max_q/max_k): later uses get the number itself, or with symbolic sizes its
+        # expression, which the host program computes from the inputs like every other size.
+        outs = [as_size(v) if isinstance(v, torch.SymInt) else v for v in outs]
+        if any(v is not None and not isinstance(v, (torch.Tensor, int, float, bool, sympy.Expr)) for v in outs):
+            raise LoweringError(f"extern {node.name} returns a symbolic value that is not a size ({outs})")
         if not any(isinstance(v, torch.Tensor) for v in outs):
             raise LoweringError(f"extern {node.name} returns no tensor")
         node_name = self.fresh_name(f"buf{len(self.nodes)}")
@@ -451,6 +470,28 @@ def scalar_of(value: Any, dtype: torch.dtype) -> Any:
     if dtype.is_floating_point:
         return float(value)
     return int(value)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeRatio:
+    """A float made from sizes, numerator / denominator (torch's IntTrueDiv): computed where a kernel
+    reads it."""
+
+    numerator: Any
+    denominator: Any
+
+
+def _size_float(name: str, expr: sympy.Expr) -> Any:
+    """A SymFloat's value: a size made a float (a mean's count) stays the integer size, cast where a
+    kernel reads it (size_value); a ratio of sizes is a SizeRatio, or a float where it is a number."""
+    kind = type(expr).__name__
+    if kind == "ToFloat" and isinstance(expr.args[0], sympy.Expr):
+        return as_size(expr.args[0])
+    if kind == "IntTrueDiv" and all(isinstance(a, sympy.Expr) for a in expr.args):
+        numerator, denominator = (as_size(a) for a in expr.args)
+        ratio = sympy.simplify(sympy.sympify(numerator) / denominator)
+        return float(ratio) if ratio.is_number else SizeRatio(numerator, denominator)
+    raise LoweringError(f"{name} is a symbolic float ({expr}), not a size or a ratio of sizes")
 
 
 def size_value(size: Any, dtype: torch.dtype) -> Value:
