@@ -40,6 +40,24 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: 
                                  decompositions=decompositions, keep_inference_input_mutations=False, **extra)
 
 
+def can_compile_backward_eagerly() -> bool:
+    """Whether AOTAutograd can be told to compile a backward graph in the forward's compilation
+    (torch._functorch.config.force_non_lazy_backward_lowering), rather than at the first backward."""
+    from torch._functorch import config
+
+    return hasattr(config, "force_non_lazy_backward_lowering")
+
+
+def backward_compiled_eagerly() -> Any:
+    """A context in which AOTAutograd compiles the backward with the forward and lets its errors
+    through (instead of retrying at the first backward, after Dynamo has installed its guards)."""
+    from torch._functorch import config
+
+    if not can_compile_backward_eagerly():
+        return contextlib.nullcontext()
+    return config.patch(force_non_lazy_backward_lowering=True)
+
+
 def dynamo_restart_exceptions() -> tuple[type[BaseException], ...]:
     """Exceptions Dynamo raises through a backend to steer its own analysis (restart it with a
     float specialized, skip the frame): a backend must let them through, never treat them as its

@@ -252,39 +252,49 @@ class CompiledFunction:
         return self._aot(gm, example_inputs, record, session)
 
     def _symbolic_eligible(self, traced: list) -> bool:
-        """Symbolic kernels (ir/symbolic.py) serve inference graphs in the default mode; training
-        graphs, CUDA graphs and the kernel check compile per concrete size."""
+        """Symbolic kernels (ir/symbolic.py) serve graphs in the default mode; CUDA graphs and the
+        kernel check compile per concrete size, and so does training where AOTAutograd cannot be
+        made to compile the backward with the forward (its guards must exist before Dynamo installs them)."""
         training = torch.is_grad_enabled() and any(isinstance(t, torch.Tensor) and t.requires_grad for t in traced)
-        return (symbolic.ENABLED and not training and self.options.mode == "default"
-                and not self.options.check_kernels)
+        return (symbolic.ENABLED and self.options.mode == "default" and not self.options.check_kernels
+                and (not training or _compat.can_compile_backward_eagerly()))
 
     def _symbolic(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
                   session: CompileSession) -> Callable:
         """One compilation whose kernels take the sizes as arguments. Raises NotSymbolic where a
-        stage cannot (yet): the caller then compiles per concrete size."""
-        def compile_forward(fw: torch.fx.GraphModule, inputs: list) -> Callable:
-            record.aten_graph = fw
-            with symbolic.shape_env_of(fw) as env:
-                before = len(env.guards) if env is not None else 0
-                try:
-                    compiled = compile_aten_graph(fw, inputs, record, self.options)
-                except symbolic.NotSymbolic:
-                    raise
-                except Exception as exc:  # noqa: BLE001 - a stage not ready for symbols: compile per size
-                    raise symbolic.NotSymbolic(f"{type(exc).__name__}: {exc}") from exc
-                if env is not None:
-                    record.size_guards = tuple(str(g.expr) for g in env.guards[before:])
+        stage cannot (yet): the caller then compiles per concrete size. A training graph's backward
+        is compiled in the same call (the size decisions of both become Dynamo's guards)."""
+        def compile_symbolic(part: GraphRecord, aten: torch.fx.GraphModule, inputs: list,
+                             released: frozenset = frozenset()) -> Callable:
+            part.aten_graph = aten
+            part.symbolic, part.sizes = True, record.sizes
+            env = symbolic.find_shape_env(aten)  # compile_aten_graph makes it current
+            before = len(env.guards) if env is not None else 0
+            try:
+                compiled = compile_aten_graph(aten, inputs, part, self.options, released)
+            except symbolic.NotSymbolic:
+                raise
+            except Exception as exc:  # noqa: BLE001 - a stage not ready for symbols: compile per size
+                raise symbolic.NotSymbolic(f"{type(exc).__name__}: {exc}") from exc
+            if env is not None:
+                part.size_guards = tuple(str(g.expr) for g in env.guards[before:])
             return compiled
 
-        def no_backward(*_: Any) -> Callable:
-            raise symbolic.NotSymbolic("the graph needs a backward")
+        def compile_backward(bw: torch.fx.GraphModule, inputs: list) -> Callable:
+            record.backward = GraphRecord(captured=record.captured, part="backward")
+            compiled = compile_symbolic(record.backward, bw, inputs, _released_backward_inputs(bw, record.partition))
+            return _compat.boxed(_outside_dynamo(compiled))
 
         traced = per_size.traced_inputs(gm, example_inputs)
         record.symbolic = True
         record.sizes = per_size.describe(per_size.example_bindings(traced))
         try:
-            return _compat.aot_compile(gm, example_inputs, fw_compiler=_outside_dynamo(compile_forward),
-                                       bw_compiler=no_backward, decompositions=decomposition_table())
+            with _compat.backward_compiled_eagerly():
+                return _compat.aot_compile(
+                    gm, example_inputs, decompositions=decomposition_table(),
+                    fw_compiler=_outside_dynamo(functools.partial(compile_symbolic, record)),
+                    bw_compiler=_outside_dynamo(compile_backward),
+                    partition_fn=functools.partial(self._partition, record=record, session=session))
         except symbolic.NotSymbolic:
             raise
         except _compat.dynamo_restart_exceptions():

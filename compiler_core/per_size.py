@@ -9,7 +9,7 @@ guards show the symbols); the cost is one compilation of ours per distinct size.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -53,32 +53,34 @@ def size_key(args: tuple, positions: tuple[int, ...]) -> tuple:
 
 def bindings(traced: list, args: tuple, positions: tuple[int, ...]) -> dict[str, Any]:
     """Each plain size symbol (s0, s1, ...) of the graph's inputs with its value in this call."""
-    bound: dict[str, Any] = {}
-
-    def bind(symbolic: Any, concrete: Any) -> None:
-        name = str(symbolic)
-        if isinstance(symbolic, _SYMBOLIC) and name.isidentifier() and name not in bound:
-            bound[name] = concrete
-
-    for i in positions:
-        example, value = traced[i], args[i]
-        if isinstance(example, torch.Tensor) and isinstance(value, torch.Tensor):
-            for s, c in zip((*example.shape, *example.stride()), (*value.shape, *value.stride())):
-                bind(s, c)
-        else:
-            bind(example, value)
-    return dict(sorted(bound.items(), key=lambda kv: (len(kv[0]), kv[0])))
+    def pairs() -> Iterator[tuple[Any, Any]]:
+        for i in positions:
+            example, value = traced[i], args[i]
+            if isinstance(example, torch.Tensor) and isinstance(value, torch.Tensor):
+                yield from zip((*example.shape, *example.stride()), (*value.shape, *value.stride()))
+            else:
+                yield example, value
+    return _named(pairs())
 
 
 def example_bindings(traced: list) -> dict[str, Any]:
     """Each plain size symbol of the graph's inputs with its value in the call Dynamo traced."""
+    def pairs() -> Iterator[tuple[Any, Any]]:
+        for value in traced:
+            sizes = (value,) if isinstance(value, torch.SymInt) else \
+                (*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else ()
+            yield from ((s, s.node.hint) for s in sizes if isinstance(s, torch.SymInt))
+    return _named(pairs())
+
+
+def _named(pairs: Iterable[tuple[Any, Any]]) -> dict[str, Any]:
+    """symbol name -> value for the plain symbols among (symbolic, value) pairs, first value kept,
+    in the order s0, s1, ..., s10 (shorter names first)."""
     bound: dict[str, Any] = {}
-    for value in traced:
-        sizes = (value,) if isinstance(value, torch.SymInt) else \
-            (*value.shape, *value.stride()) if isinstance(value, torch.Tensor) else ()
-        for s in sizes:
-            if isinstance(s, torch.SymInt) and str(s).isidentifier() and s.node.hint is not None:
-                bound.setdefault(str(s), s.node.hint)
+    for symbolic, concrete in pairs:
+        name = str(symbolic)
+        if isinstance(symbolic, _SYMBOLIC) and name.isidentifier() and concrete is not None:
+            bound.setdefault(name, concrete)
     return dict(sorted(bound.items(), key=lambda kv: (len(kv[0]), kv[0])))
 
 

@@ -85,7 +85,7 @@ def test_gpt2_at_four_sizes_compiles_in_dynamo_at_most_twice_and_never_falls_bac
     model = case.model.train(train)
     compiled = cc.compile(model, dynamic=True)
     vocab = model.config.vocab_size
-    dynamo_compiles = 0
+    sessions = []
     gen = torch.Generator().manual_seed(0)
     for batch, seq in ((2, 6), (3, 12), (2, 9), (4, 7)):
         ids = torch.randint(1, vocab, (batch, seq), generator=gen)
@@ -107,7 +107,11 @@ def test_gpt2_at_four_sizes_compiles_in_dynamo_at_most_twice_and_never_falls_bac
             model.zero_grad()
         s = compiled.session
         _ran_ours(s)
-        dynamo_compiles += 1 if (batch, seq) == (2, 6) else len(s.recompiles) > 0
-        if not train:  # one symbolic compilation of ours serves every size (training: one per size)
-            assert all(g.symbolic for g in s.graphs), s.messages
-    assert dynamo_compiles <= 2
+        if s not in sessions:  # a session per Dynamo compilation of ours
+            sessions.append(s)
+        # one symbolic compilation of ours serves every size, the backward too when training
+        assert all(g.symbolic and (g.backward is None or g.backward.symbolic) for g in s.graphs), s.messages
+        assert not train or all(g.backward is not None for g in s.graphs)
+    # (a recompile for another reason, grad mode after an inference test of the same model code, is
+    # Dynamo's and leaves the session as it is)
+    assert len(sessions) <= 2, [x.recompiles for x in sessions]

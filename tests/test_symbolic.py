@@ -3,6 +3,7 @@ compiled once, its kernels take the sizes as arguments, and every size it then s
 
 from __future__ import annotations
 
+import copy
 import re
 from html import unescape
 
@@ -189,6 +190,38 @@ def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
         assert len(sessions) == 1, [s.recompiles for s in sessions]
 
 
+@pytest.mark.zoo
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["llama", "bert", "t5"])
+def test_zoo_training_steps_compile_forward_and_backward_once_for_every_size(name):
+    from tests.models.zoo import ZOO
+
+    case = ZOO[name].build("small", "cpu", torch.float32, mask=True)
+    model = case.model.train(True)
+    reference = copy.deepcopy(model)
+    compiled = cc.compile(model, dynamic=True)
+    gen = torch.Generator().manual_seed(0)
+    sessions = []
+    for batch, seq in ((2, 6), (3, 11), (2, 9)):
+        inputs = _text_inputs_at(case.inputs, batch, seq, 97, gen)
+        if not model.config.is_encoder_decoder:
+            inputs.pop("decoder_input_ids", None)
+        inputs["labels"] = inputs["decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"].clone()
+        compiled(**inputs).loss.backward()
+        reference(**inputs).loss.backward()
+        for ours, theirs in zip(model.parameters(), reference.parameters()):
+            if theirs.grad is not None:
+                torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+            ours.grad = theirs.grad = None
+        session = compiled.session
+        assert session.stats["fallback_graphs"] == 0, session.messages
+        if session not in sessions:
+            sessions.append(session)
+    assert len(sessions) == 1, [s.recompiles for s in sessions]
+    assert all(g.symbolic and g.backward is not None and g.backward.symbolic for g in sessions[0].graphs), \
+        sessions[0].messages
+
+
 # Vision and audio models of the zoo with dynamic=True: every input size is symbolic (image sides,
 # audio length), so conv, pooling and patching arithmetic reach the kernels as FloorDiv, Max and
 # modulo expressions. Swin's window partition makes sizes whose equality needs integer-division
@@ -275,3 +308,59 @@ def test_the_explorer_renders_every_view_of_a_symbolic_compilation(tmp_path):
     kernel = record.kernels[0]
     assert f"int64_t {kernel.size_args[0]}" in text, "the kernels' symbolic source"
     assert "our kernels take the sizes as arguments" in text and record.sizes in text
+
+
+@torch.library.custom_op("fcompile_symbolic_test::doubled_with_length", mutates_args=())
+def _doubled_with_length(x: torch.Tensor) -> tuple[torch.Tensor, int]:
+    return x * 2, x.shape[0]
+
+
+@_doubled_with_length.register_fake
+def _(x):
+    return torch.empty_like(x), x.shape[0]
+
+
+def test_an_extern_that_returns_a_size_gives_its_expression():
+    # cuDNN attention returns its sequence lengths (max_q, max_k) as ints: with symbolic sizes they are
+    # SymInts, and a later use must get the size expression the host program computes
+    def fn(x):
+        doubled, length = torch.ops.fcompile_symbolic_test.doubled_with_length(x)
+        return torch.relu(doubled) * length + 1
+
+    compiled = cc.compile(fn, backend="cpp", dynamic=True)
+    for rows in (3, 5, 9):
+        x = torch.randn(rows, 4)
+        torch.testing.assert_close(compiled(x), fn(x))
+    session = compiled.session
+    assert session.graphs[0].symbolic and not session.recompiles, session.messages
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_training_step_compiles_forward_and_backward_once_for_every_size(backend, tmp_path):
+    # AOTAutograd compiles the backward with the forward (its size decisions become Dynamo's guards
+    # before the first call returns); our partitioner splits the symbolic joint graph.
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.GELU(), torch.nn.LayerNorm(32),
+                                torch.nn.Linear(32, 4))
+    reference = copy.deepcopy(model)
+    compiled = cc.compile(model, backend=backend, dynamic=True)
+    sessions = []
+    for rows in (5, 9, 13):
+        x = torch.randn(rows, 16)
+        compiled(x[:, None].expand(rows, 3, 16)).square().sum().backward()
+        reference(x[:, None].expand(rows, 3, 16)).square().sum().backward()
+        for ours, theirs in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-5)
+            ours.grad, theirs.grad = None, None
+        if compiled.session not in sessions:
+            sessions.append(compiled.session)
+    assert len(sessions) == 1, [s.recompiles for s in sessions]
+    (record,) = sessions[0].graphs
+    assert record.symbolic and record.backward is not None and record.backward.symbolic, sessions[0].messages
+    assert record.partition is not None and all(k.size_args for k in record.backward.kernels)
+    # the joint graph, the partition's saved bytes and the backward's kernels render with symbols
+    from explorer.exploration import gather
+    from explorer.view import ExplorerView
+
+    html = ExplorerView(gather(sessions[0], "mlp", None)).to_html(tmp_path / "report.html").read_text()
+    assert record.backward.kernels[0].name in html

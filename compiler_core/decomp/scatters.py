@@ -12,10 +12,11 @@ source through `_unsafe_masked_index`, which we do not lower, so the op ran in P
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 aten = torch.ops.aten
 
@@ -24,15 +25,21 @@ def slice_scatter(input: torch.Tensor, src: torch.Tensor, dim: int = 0, start: O
                   end: Optional[int] = None, step: int = 1) -> torch.Tensor:
     dim = dim % max(input.dim(), 1)
     size = input.shape[dim]
-    start, end, _ = slice(start, end, step).indices(size)  # Python's rule, as ATen normalizes them
-    end = max(end, start)
+    if all(isinstance(v, (int, type(None))) for v in (size, start, end)):
+        start, end, _ = slice(start, end, step).indices(size)  # Python's rule, as ATen normalizes them
+        end = max(end, start)
+    else:  # symbolic sizes: normalized only where that holds for every size (a guard would fix the size)
+        bounds = _symbolic_bounds(size, start, end)
+        if bounds is None:
+            return NotImplemented  # kept as one slice_scatter op, computed by PyTorch
+        start, end = bounds
     count = (end - start + step - 1) // step
     src_shape = list(input.shape)
     src_shape[dim] = count
     src = src.expand(src_shape).to(input.dtype)
-    if count == 0:
+    if statically_known_true(count == 0):
         return input.clone()
-    if start == 0 and end == size and step == 1:
+    if statically_known_true(start == 0) and statically_known_true(end == size) and step == 1:
         return src.clone()
     shape = [1] * input.dim()
     shape[dim] = size
@@ -46,6 +53,18 @@ def slice_scatter(input: torch.Tensor, src: torch.Tensor, dim: int = 0, start: O
         at = torch.clamp((positions - start) // step, 0, count - 1).view(-1)
         placed = src.index_select(dim, at)
     return torch.where(inside, placed, input)
+
+
+def _symbolic_bounds(size: Any, start: Any, end: Any) -> Optional[tuple[Any, Any]]:
+    """(start, end) within [0, size] with start <= end, as Python's slice rule gives them, where that
+    is known for every size without a guard; None otherwise."""
+    start = 0 if start is None else start
+    if end is None or (isinstance(end, int) and end >= 2**62):  # slice(None) reaches ATen as int64 max
+        end = size
+    for value in (start, end):
+        if not (statically_known_true(value >= 0) and statically_known_true(value <= size)):
+            return None
+    return (start, end) if statically_known_true(start <= end) else None
 
 
 SCATTERS = {aten.slice_scatter.default: slice_scatter}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import weakref
 from typing import Any, Iterator, Optional, Union
 
 import sympy
@@ -61,6 +62,18 @@ def is_symbolic(value: Any) -> bool:
 @contextlib.contextmanager
 def shape_env_of(gm: torch.fx.GraphModule) -> Iterator[Optional[Any]]:
     """The ShapeEnv of a graph traced with symbolic sizes, current while it compiles (None: static)."""
+    token = _SHAPE_ENV.set(find_shape_env(gm))
+    try:
+        yield _SHAPE_ENV.get()
+    finally:
+        _SHAPE_ENV.reset(token)
+
+
+def find_shape_env(gm: torch.fx.GraphModule) -> Optional[Any]:
+    """The ShapeEnv behind the first symbolic size among the graph's values, or None; found once per
+    graph (the backend and the compilation both ask)."""
+    if gm in _FOUND:
+        return _FOUND[gm]
     env = None
     for node in gm.graph.nodes:
         val = node.meta.get("val")
@@ -72,11 +85,12 @@ def shape_env_of(gm: torch.fx.GraphModule) -> Iterator[Optional[Any]]:
                 break
         if env is not None:
             break
-    token = _SHAPE_ENV.set(env)
-    try:
-        yield env
-    finally:
-        _SHAPE_ENV.reset(token)
+    _FOUND[gm] = env
+    return env
+
+
+# graph -> its ShapeEnv, weakly: not in gm.meta, which deep copies and pickles would carry along
+_FOUND: "weakref.WeakKeyDictionary[torch.fx.GraphModule, Any]" = weakref.WeakKeyDictionary()
 
 
 def _env() -> Any:

@@ -197,6 +197,7 @@ _RULES: dict[Any, _Rule] = {
     aten._unsafe_view.default: _reshape,
     aten.reshape.default: _reshape,
     aten.alias.default: _alias,
+    aten.detach.default: _alias,
     torch.ops.prims.broadcast_in_dim.default: _broadcast_in_dim,
 }
 # how many arguments follow the tensor, so defaults can be filled in as None
