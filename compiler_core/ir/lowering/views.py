@@ -15,7 +15,7 @@ import sympy
 import torch
 
 from compiler_core.ir.graph import Layout
-from compiler_core.ir.symbolic import Size, known
+from compiler_core.ir.symbolic import NotSymbolic, Size, decide, is_symbolic, known
 
 aten = torch.ops.aten
 
@@ -133,17 +133,17 @@ def _reshape(layout: Layout, args: tuple, shape: tuple) -> Layout:
         # the trailing run of old dims that is one contiguous block
         run_size, base = old[-1]
         old.pop()
-        while old and equal_sizes((old[-1][1],), (run_size * base,)):
+        while old and _same(old[-1][1], run_size * base):
             run_size = run_size * old[-1][0]
             old.pop()
         placed: Size = 1
-        while d >= 0 and (shape[d] == 1 or not equal_sizes((placed,), (run_size,))):
+        while d >= 0 and (shape[d] == 1 or not _same(placed, run_size)):
             if _larger(placed, run_size):
                 break
             new_stride[d] = placed * base
             placed = placed * shape[d]
             d -= 1
-        if not equal_sizes((placed,), (run_size,)):
+        if not _same(placed, run_size):
             raise NotAViewOfOurs("a reshape that merges dims our layout keeps apart")
     while d >= 0:  # leading size-1 dims
         if shape[d] != 1:
@@ -151,6 +151,23 @@ def _reshape(layout: Layout, args: tuple, shape: tuple) -> Layout:
         new_stride[d] = 1
         d -= 1
     return Layout(shape, tuple(new_stride), layout.offset)
+
+
+def _same(a: Size, b: Size) -> bool:
+    """Equal sizes: as expressions, else by the ShapeEnv's range analysis, else at the example call
+    kept as a guard (Swin's window sizes are equal only under integer-division reasoning sympy lacks;
+    a call where they differ compiles again)."""
+    if equal_sizes((a,), (b,)):
+        return True
+    if not (is_symbolic(a) or is_symbolic(b)):
+        return False
+    condition = sympy.Eq(a, b)
+    if known(condition):
+        return True
+    try:
+        return decide(condition)
+    except NotSymbolic:  # outside a compilation, or a condition Dynamo could not keep
+        return False
 
 
 def _larger(a: Size, b: Size) -> bool:
