@@ -4,6 +4,7 @@ compiled once, its kernels take the sizes as arguments, and every size it then s
 from __future__ import annotations
 
 import copy
+import math
 import re
 from html import unescape
 
@@ -30,6 +31,14 @@ def _strided_conv_then_layer_norm():
     return lambda x: torch.nn.functional.gelu(norm(conv(x).transpose(1, 2)).transpose(1, 2))
 
 
+def _group_norm_then_variance():
+    norm = torch.nn.GroupNorm(2, 4)
+    with torch.no_grad():
+        norm.weight.normal_()
+        norm.bias.normal_()
+    return lambda x: norm(x) + torch.var(x, dim=-1, keepdim=True) + x.var(dim=(0, 2), correction=0)[:, None]
+
+
 FUNCTIONS = {
     # (function, input shapes one graph serves)
     "pointwise": (lambda x: torch.tanh(x) * 2 + 1, [(5, 8), (7, 8), (9, 3), (1, 1)]),
@@ -44,6 +53,13 @@ FUNCTIONS = {
                                [(3, 5), (4, 11), (2, 16), (5, 9)]),
     "strided_conv_then_layer_norm": (_strided_conv_then_layer_norm(), [(2, 1, 130), (3, 1, 97), (2, 1, 201)]),
     "sizes_as_values": (lambda x: torch.relu(x) * x.shape[0] + x.mean(-1, keepdim=True), [(3, 4), (5, 7), (6, 2)]),
+    # a variance's count is a size: divided by in the kernel, never a float literal of the first call's
+    # count (HuBERT's group norm over the audio length compiled again for each length)
+    "variance_and_group_norm_over_a_symbolic_length": (
+        _group_norm_then_variance(), [(2, 4, 9), (3, 4, 17), (2, 4, 30)]),
+    # torch's CeilToInt(IntTrueDiv(...)) in a size (MobileViT's `math.ceil(h / patch)`)
+    "ceil_of_a_size_quotient": (lambda x: torch.nn.functional.pad(
+        x, (0, math.ceil(x.shape[-1] / 4) * 4 - x.shape[-1]), value=0.5).exp(), [(3, 5), (4, 11), (2, 16), (5, 9)]),
 }
 
 
@@ -225,23 +241,32 @@ def test_zoo_training_steps_compile_forward_and_backward_once_for_every_size(nam
 # Vision and audio models of the zoo with dynamic=True: every input size is symbolic (image sides,
 # audio length), so conv, pooling and patching arithmetic reach the kernels as FloorDiv, Max and
 # modulo expressions. Swin's window partition makes sizes whose equality needs integer-division
-# reasoning sympy does not do: equal at the example call, kept as a guard.
-VISION_AND_AUDIO = ["resnet", "convnext", "segformer", "vit", "wav2vec2", "whisper_encoder", "swin"]
+# reasoning sympy does not do: equal at the example call, kept as a guard. Where the model takes any
+# size (convolutional ones, audio of any length), the image sides or the clip length change too, not
+# only the batch; ViT, Swin and the Whisper encoder take one input size. HuBERT (tests/models/beyond.py)
+# is here for its group norm over the clip length: a variance whose count is a size.
+VISION_AND_AUDIO = ["resnet", "convnext", "segformer", "vit", "wav2vec2", "whisper_encoder", "swin", "hubert_ctc"]
+ANY_INPUT_SIZE = {"resnet", "convnext", "segformer", "wav2vec2", "hubert_ctc"}
 
 
 @pytest.mark.zoo
 @pytest.mark.slow
 @pytest.mark.parametrize("name", VISION_AND_AUDIO)
-def test_zoo_vision_and_audio_models_serve_every_batch_from_one_compilation(name):
+def test_zoo_vision_and_audio_models_serve_every_size_from_one_compilation(name):
+    from tests.models.beyond import BEYOND
     from tests.models.zoo import ZOO
 
-    case = ZOO[name].build("small", "cpu", torch.float32, mask=False)
+    case = {**ZOO, **BEYOND}[name].build("small", "cpu", torch.float32, mask=False)
     model = case.model.eval()
     key, example = next((k, v) for k, v in case.inputs.items() if isinstance(v, torch.Tensor) and v.is_floating_point())
     compiled = cc.compile(model, dynamic=True)
     sessions = []
-    for batch in (2, 3, 5):
-        x = torch.randn(batch, *example.shape[1:], generator=torch.Generator().manual_seed(batch))
+    for batch, grow in ((2, 0), (3, 16), (5, 48)):
+        shape = [batch, *example.shape[1:]]
+        if name in ANY_INPUT_SIZE:  # images grow on both sides, audio in length
+            for d in ((2, 3) if example.dim() == 4 else (-1,)):
+                shape[d] += grow if example.dim() == 4 else 10 * grow
+        x = torch.randn(*shape, generator=torch.Generator().manual_seed(batch))
         with torch.no_grad():
             ours, eager = compiled(**{key: x}), model(**{key: x})
         field = next(f for f in ("logits", "last_hidden_state") if getattr(eager, f, None) is not None)
@@ -359,3 +384,18 @@ def test_a_training_step_compiles_forward_and_backward_once_for_every_size(backe
 
     html = ExplorerView(gather(sessions[0], "mlp", None)).to_html(tmp_path / "report.html").read_text()
     assert record.backward.kernels[0].name in html
+
+
+def test_a_symbolic_scalar_is_never_a_literal_constant():
+    # The class behind HuBERT's recompiles: a SymFloat inside a Constant was compared, hashed and printed
+    # at its example value, each time a silent specialization. Every such scalar is refused at once.
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    from compiler_core.ir.values import Constant
+
+    env = ShapeEnv()
+    size = env.create_unbacked_symint()
+    for value in (size, size * 1.0, size > 2):
+        with pytest.raises(TypeError, match="size expression"):
+            Constant(value, torch.float32)
+    assert Constant(0.5, torch.float32).value == 0.5

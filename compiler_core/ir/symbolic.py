@@ -210,8 +210,12 @@ def _print(expr: sympy.Expr, c: bool) -> str:
     name = type(expr).__name__
     if name in ("Max", "Min"):
         return _print(sympy.expand(_extreme(expr, largest=name == "Max")), c)
-    if name in ("floor", "ceiling"):  # of a quotient of sizes (adaptive pooling's window starts)
+    if name in ("CeilToInt", "FloorToInt") and type(expr.args[0]).__name__ == "IntTrueDiv":
+        # torch's integer ceil/floor of a true division of sizes (MobileViT's `math.ceil(h / 2)`)
+        name, (numerator, denominator) = ("ceiling" if name == "CeilToInt" else "floor"), expr.args[0].args
+    elif name in ("floor", "ceiling"):  # of a quotient of sizes (adaptive pooling's window starts)
         numerator, denominator = sympy.fraction(sympy.cancel(sympy.together(expr.args[0])))
+    if name in ("floor", "ceiling"):
         if any(p.exp.is_negative for p in (numerator + denominator).atoms(sympy.Pow)) or \
                 not (numerator.is_integer and denominator.is_integer):
             raise NotSymbolic(f"size expression {expr} is not the {name} of a quotient of sizes")

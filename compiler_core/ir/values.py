@@ -59,6 +59,13 @@ class Constant:
     value: Union[float, int, bool]
     dtype: torch.dtype
 
+    def __post_init__(self) -> None:
+        # A symbolic scalar would be read (and compared, hashed, printed) at its example value: every
+        # use a silent specialization to the first call. Sizes reach kernels as IndexValues instead.
+        if isinstance(self.value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+            raise TypeError(f"Constant({self.value}) holds a symbolic {type(self.value).__name__}: lower it as "
+                            "a size expression (lowering.core.size_value), not a literal")
+
 
 @dataclass(frozen=True)
 class IndexValue:

@@ -9,7 +9,7 @@ import torch
 from compiler_core import _compat
 from compiler_core.ir.graph import ViewRef
 from compiler_core.ir.lowering.core import Lowering, Unsupported, broadcast_index, compute_dtype, size_value
-from compiler_core.ir.symbolic import as_size, is_symbolic
+from compiler_core.ir.symbolic import as_size, decide, is_symbolic, known
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -79,10 +79,12 @@ def _variance(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, source: torc
     dims = sorted({d % ndim for d in dims})
     count = 1
     for d in dims:
-        count *= src_val.shape[d]
+        count *= as_size(src_val.shape[d])
     acc = compute_dtype(val.dtype)
     total = lw.reduction(node, val, source, dims, "sum", acc)
-    mean = _scale(lw, node, val, total, 1.0 / count)
+    # A symbolic count is divided by where the kernel runs (its size arguments), never taken as a number.
+    mean = _scale(lw, node, val, total, count, divide=True) if is_symbolic(count) else \
+        _scale(lw, node, val, total, 1.0 / count)
     kept = [d for d in range(ndim) if d not in dims]
 
     def centered_square(value: Value, full_names: list[str]) -> Value:
@@ -93,5 +95,12 @@ def _variance(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, source: torc
         return Op("mul", (diff, diff), acc)
 
     squares = lw.reduction(node, val, source, dims, "sum", acc, prologue=centered_square)
+    if is_symbolic(count):
+        if correction is not None and correction != int(correction):
+            raise Unsupported("a fractional correction of a variance over symbolic sizes")
+        denominator = count - int(correction or 0)
+        if not known(denominator > 0) and not decide(denominator > 0):  # a guard: one element, correction 1
+            raise Unsupported("a variance over symbolic sizes whose count may not exceed its correction")
+        return _scale(lw, node, val, squares, denominator, divide=True)
     denominator = count - float(correction or 0)
     return _scale(lw, node, val, squares, 1.0 / denominator if denominator > 0 else float("inf"))
