@@ -119,6 +119,37 @@ def test_a_size_decision_is_a_guard_and_a_call_past_it_compiles_again(monkeypatc
     assert "index: int64" in large.graphs[0].kernels[0].source
 
 
+def test_index_width_keeps_only_the_graphs_largest_bounds_as_guards(monkeypatch):
+    # Every kernel asks whether its offsets fit in int32; the graph keeps one guard per bound no other
+    # one covers (here the largest buffer's), not one per kernel. int64 is right at any size: it needs
+    # no guard, so a smaller call later reuses the int64 compilation instead of compiling again.
+    monkeypatch.setattr(plan_passes, "INT32_MAX", 4000)
+    monkeypatch.setattr(plan_passes, "COUNTER_HEADROOM", 0)
+
+    def fn(x):
+        a = torch.sigmoid(x) + 1
+        rows = a.sum(-1, keepdim=True)
+        return (a * rows).softmax(-1) + x[:, :7].exp().sum(-1, keepdim=True), torch.tanh(rows / 100)
+
+    compiled = cc.compile(fn, backend="cpp", dynamic=True)
+    for rows in (10, 20):
+        x = torch.randn(rows, 100)
+        torch.testing.assert_close(compiled(x), fn(x))
+    small = compiled.session
+    record = small.graphs[0]
+    assert len(record.kernels) >= 2 and all("index: int32" in k.source for k in record.kernels)
+    width_guards = [g for g in record.size_guards if "4000" in g]
+    assert len(width_guards) == 1, record.size_guards
+    x = torch.randn(50, 100)  # 5000 elements: past the guard
+    torch.testing.assert_close(compiled(x), fn(x))
+    large = compiled.session
+    assert large is not small and "index: int64" in large.graphs[0].kernels[0].source
+    assert not [g for g in large.graphs[0].size_guards if "4000" in g], large.graphs[0].size_guards
+    x = torch.randn(30, 100)  # fits int32, and the int64 compilation serves it too
+    torch.testing.assert_close(compiled(x), fn(x))
+    assert compiled.session is large
+
+
 def test_a_stage_that_cannot_take_symbols_compiles_per_size_and_says_why(monkeypatch):
     # A stage meeting a symbolic size it does not handle raises NotSymbolic (or fails on a sympy
     # comparison); the graph is then compiled for each concrete size, never run in eager PyTorch.

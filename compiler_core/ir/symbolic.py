@@ -33,6 +33,8 @@ Size = Union[int, sympy.Expr]
 ENABLED = True
 
 _SHAPE_ENV: contextvars.ContextVar[Optional[Any]] = contextvars.ContextVar("fcompile_shape_env", default=None)
+# (bound, limit) pairs `fits` answered True for during the compilation of the current graph, guarded at its end
+_BOUNDS: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("fcompile_bounds", default=None)
 
 
 class NotSymbolic(Exception):
@@ -62,11 +64,13 @@ def is_symbolic(value: Any) -> bool:
 @contextlib.contextmanager
 def shape_env_of(gm: torch.fx.GraphModule) -> Iterator[Optional[Any]]:
     """The ShapeEnv of a graph traced with symbolic sizes, current while it compiles (None: static)."""
-    token = _SHAPE_ENV.set(find_shape_env(gm))
+    token, bounds = _SHAPE_ENV.set(find_shape_env(gm)), _BOUNDS.set([])
     try:
         yield _SHAPE_ENV.get()
+        _guard_largest(_BOUNDS.get())  # before the backend returns: Dynamo installs the guards after it
     finally:
         _SHAPE_ENV.reset(token)
+        _BOUNDS.reset(bounds)
 
 
 def find_shape_env(gm: torch.fx.GraphModule) -> Optional[Any]:
@@ -138,6 +142,45 @@ def decide(condition: Any) -> bool:
         return bool(env.evaluate_expr(condition))
     except Exception as exc:  # noqa: BLE001 - e.g. its range analysis on a quotient of sizes
         raise NotSymbolic(f"cannot decide {condition} ({type(exc).__name__}: {exc})") from exc
+
+
+def fits(bound: Size, limit: int) -> bool:
+    """Whether `bound <= limit`, for a choice where "no" is always correct and "yes" is only faster
+    (int32 index arithmetic where offsets fit): the example call's answer. A "no" needs no guard (a
+    smaller call may use the slower code); a "yes" over symbolic sizes is kept until the graph is
+    compiled, and only the largest of its bounds become guards: one or two conditions for a graph
+    whose every kernel asked, where each would otherwise have added its own."""
+    if not is_symbolic(bound):
+        return bound <= limit
+    if _SHAPE_ENV.get() is None:
+        raise NotSymbolic(f"a symbolic bound {bound} outside a symbolic compilation")
+    if hint(bound) > limit:
+        return False
+    pending = _BOUNDS.get()
+    if pending is None:
+        return decide(bound <= limit)
+    pending.append((sympy.expand(bound), limit))
+    return True
+
+
+def _guard_largest(bounds: list[tuple[sympy.Expr, int]]) -> None:
+    """Guards `bound <= limit` for the bounds no other one of the same limit is known to exceed for
+    every size (the others then hold too). Largest first (at the example call), so that a kept bound
+    usually covers the rest and each bound is compared with few."""
+    kept: list[tuple[sympy.Expr, int]] = []
+    for bound, limit in sorted(set(bounds), key=lambda pair: (pair[1], -hint(pair[0]))):
+        if not any(limit == top_limit and _covers(top, bound) for top, top_limit in kept):
+            kept.append((bound, limit))
+    for bound, limit in kept:
+        if not decide(bound <= limit):  # the example call's answer was yes: this cannot happen
+            raise NotSymbolic(f"{bound} <= {limit} held at the example call and not when guarded")
+
+
+def _covers(top: sympy.Expr, bound: sympy.Expr) -> bool:
+    """Whether `top >= bound` for every size: sympy's sign of the difference (positive sizes), else
+    the ShapeEnv's ranges (its sizes are >= 2)."""
+    difference = sympy.expand(top - bound)
+    return difference.is_nonnegative is True or known(difference >= 0)
 
 
 def known(condition: Any) -> bool:

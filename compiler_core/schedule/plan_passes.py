@@ -44,10 +44,21 @@ from dataclasses import dataclass
 from math import ceil
 from typing import Callable, Optional
 
+import sympy
 import torch
 
 from compiler_core.ir.index import FloorDiv, Index, Mod, Var
-from compiler_core.ir.symbolic import NotSymbolic, decide, hint, is_symbolic, known, python_expr, upper_max
+from compiler_core.ir.symbolic import (
+    NotSymbolic,
+    Size,
+    decide,
+    fits,
+    hint,
+    is_symbolic,
+    known,
+    python_expr,
+    upper_max,
+)
 from compiler_core.ir.value_range import value_range
 from compiler_core.ir.values import (
     Cast,
@@ -372,10 +383,11 @@ def choose_index_width(plan: KernelPlan) -> KernelPlan:
     values, gathered positions, the loop counters) can pass 2**31 - 1; int32, the fast default, otherwise."""
     largest = largest_index_value(plan)
     counters = upper_max(plan.xnumel, plan.rnumel) + COUNTER_HEADROOM
-    # Symbolic sizes: decided for the example sizes, kept as a guard (a larger call compiles again).
-    if decide(largest > INT32_MAX):
+    # Symbolic sizes: decided for the example sizes; int32 is kept as a guard, the graph's largest bound
+    # only (a larger call compiles again), int64 is correct at any size and needs none (symbolic.fits).
+    if not fits(largest, INT32_MAX):
         dtype, why = "int64", f"largest offset {_short(largest)} > 2**31-1"
-    elif decide(counters > INT32_MAX):
+    elif not fits(counters, INT32_MAX):
         top = _short(upper_max(plan.xnumel, plan.rnumel))
         dtype, why = "int64", f"loop counter up to {top} plus a block's overshoot"
     else:
@@ -425,12 +437,37 @@ def _magnitude(index: Index, ranges: dict[str, int]) -> int:
             arg = _magnitude(atom.arg, ranges)
             inner = upper_max(inner, arg)
             if is_symbolic(arg) or is_symbolic(atom.divisor):  # a bound, never printed: no floor in it
-                top = arg if isinstance(atom, FloorDiv) else atom.divisor - 1
+                top = _quotient_bound(arg, atom.divisor) if isinstance(atom, FloorDiv) else atom.divisor - 1
             else:
                 top = arg // atom.divisor if isinstance(atom, FloorDiv) else atom.divisor - 1
             assert isinstance(atom, (FloorDiv, Mod))
         total += abs(coef) * top
     return upper_max(total, inner)
+
+
+def _quotient_bound(dividend: Size, divisor: Size) -> Size:
+    """An upper bound on dividend // divisor (both nonnegative, the divisor >= 1) without a floor in
+    it: q + r where dividend = q * divisor + r divides the polynomials (r / divisor <= r for r >= 0),
+    each coefficient rounded up (every monomial of sizes is nonnegative), else the dividend itself.
+    (16*s0 * ((64*s0*x + 48*s0) // (64*s0)) is bounded by 16*s0*(x + 1), not by 16*s0 times the
+    dividend: a kernel of StableLM chose int64 at a sequence of 512 with that bound.)"""
+    try:
+        quotient, remainder = sympy.div(sympy.expand(dividend), sympy.expand(divisor))
+    except (sympy.polys.polyerrors.PolynomialError, sympy.polys.polyerrors.CoercionFailed, TypeError):
+        return dividend  # a Max or a floor in the divisor: not polynomials
+    quotient, remainder = _rounded_up(quotient), _rounded_up(remainder)
+    if known(remainder <= 0):
+        return quotient
+    if known(remainder >= 0):
+        return quotient + remainder
+    return dividend
+
+
+def _rounded_up(polynomial: sympy.Expr) -> sympy.Expr:
+    """The polynomial with each coefficient rounded up to an integer: not below it where every monomial
+    is nonnegative (products of sizes, floors and remainders of nonnegative values)."""
+    terms = (term.as_coeff_Mul() for term in sympy.Add.make_args(sympy.expand(polynomial)))
+    return sympy.Add(*(sympy.ceiling(coefficient) * monomial for coefficient, monomial in terms))
 
 
 # ---- reduction layout ---------------------------------------------------------------------------
