@@ -15,7 +15,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import Index, linear_index
 from compiler_core.ir.lowering.views import NotAViewOfOurs, equal_sizes, restride
-from compiler_core.ir.symbolic import as_size, decide, example_values
+from compiler_core.ir.symbolic import as_size, decide, example_values, hint, known
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -288,7 +288,7 @@ class Lowering:
         base = self.values[base_node.name]
         base_val = _compat.fake_value(base_node)
         theirs = tuple(as_size(s) for s in base_val.stride())
-        if not equal_sizes(tuple(base.layout.stride), theirs) and decide(base.layout.numel > 1):
+        if not equal_sizes(tuple(base.layout.stride), theirs) and _more_than_one(base.layout.numel):
             # Our buffer is laid out differently from torch's metadata (new_buffer makes a strided
             # result such as copy(slice, src) contiguous): apply the view op itself to our layout.
             if node.target is torch.ops.aten.expand.default:
@@ -450,6 +450,13 @@ def _source_fn(node: torch.fx.Node) -> str:
         target = stack[-1][1]
         return getattr(target, "__name__", None) or str(name).rstrip("0123456789_") or str(name)
     return getattr(node.target, "__name__", str(node.target)).split(".")[0]
+
+
+def _more_than_one(numel: Any) -> bool:
+    """Whether a view's base has more than one element, where its strides matter. Redoing the view on
+    our layout is right for any count, keeping torch's only for one element or none: so over symbolic
+    sizes only a "no" is kept as a guard."""
+    return known(numel > 1) or hint(numel) > 1 or decide(numel > 1)
 
 
 class Unsupported(Exception):
