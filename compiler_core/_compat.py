@@ -151,11 +151,16 @@ def size_hint(value: Any) -> int:
     """An int for a size that may be symbolic (its example value under dynamic shapes)."""
     if isinstance(value, int):
         return value
-    try:
-        from torch.fx.experimental.symbolic_shapes import hint_int
+    from torch.fx.experimental import symbolic_shapes
 
-        return int(hint_int(value, fallback=1))
-    except Exception:  # noqa: BLE001 - sizes only rank costs: a rough value is fine
+    # torch 2.13 renamed hint_int to optimization_hint; a missing one must not turn every symbolic
+    # size into 1 (the partitioner then saw every activation as 4 bytes and recomputed batch norms).
+    read = getattr(symbolic_shapes, "optimization_hint", None) or getattr(symbolic_shapes, "hint_int", None)
+    if read is None:
+        raise RuntimeError("torch.fx.experimental.symbolic_shapes has neither optimization_hint nor hint_int")
+    try:
+        return int(read(value, fallback=1))
+    except Exception:  # noqa: BLE001 - an unbacked size with no hint: sizes only rank costs here
         return 1
 
 

@@ -417,6 +417,42 @@ def test_a_training_step_compiles_forward_and_backward_once_for_every_size(backe
     assert record.backward.kernels[0].name in html
 
 
+def _conv_bn_relu():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
+                               torch.nn.Conv2d(8, 4, 3, stride=2), torch.nn.BatchNorm2d(4), torch.nn.GELU())
+
+
+def test_batch_norm_training_is_symbolic_and_partitioned_on_the_example_sizes():
+    # Batch norm in training: its running variance takes n / (n - 1) over sizes, a float the forward
+    # computes from sizes (lowered as a ratio the kernel divides) and may hand the backward. The
+    # partitioner must weigh activations at the example call's sizes: on torch 2.13 every symbolic
+    # size read as 1 (a renamed hint function), and the partition saved 4-byte "activations".
+    model = _conv_bn_relu().train()
+    reference = copy.deepcopy(model)
+    compiled = cc.compile(model, backend="cpp", dynamic=True)
+    sessions = []
+    for batch, side in ((2, 9), (3, 12), (4, 7)):
+        x = torch.randn(batch, 3, side, side)
+        compiled(x).square().sum().backward()
+        reference(x).square().sum().backward()
+        for ours, theirs in zip(model.parameters(), reference.parameters()):
+            torch.testing.assert_close(ours.grad, theirs.grad, rtol=1e-4, atol=1e-4)
+            ours.grad, theirs.grad = None, None
+        for ours, theirs in zip(model.buffers(), reference.buffers()):
+            torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+        if compiled.session not in sessions:
+            sessions.append(compiled.session)
+    assert len(sessions) == 1, [s.recompiles for s in sessions]
+    (record,) = sessions[0].graphs
+    assert record.symbolic and record.backward is not None and record.backward.symbolic, sessions[0].messages
+    static = cc.compile(_conv_bn_relu().train(), backend="cpp")
+    static(torch.randn(2, 3, 9, 9)).square().sum().backward()
+    expected = static.session.graphs[0].partition
+    assert sorted(s.bytes for s in record.partition.saved) == sorted(s.bytes for s in expected.saved)
+    assert max(s.bytes for s in record.partition.saved) == 2 * 8 * 9 * 9 * 4, "a conv output, at the example sizes"
+
+
 def test_a_symbolic_scalar_is_never_a_literal_constant():
     # The class behind HuBERT's recompiles: a SymFloat inside a Constant was compared, hashed and printed
     # at its example value, each time a silent specialization. Every such scalar is refused at once.

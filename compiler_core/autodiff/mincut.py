@@ -82,6 +82,6 @@ def _save_cost(node: Node, facts: JointFacts) -> int | None:
         return None  # updated in place after the forward: the backward would see the new value
     if isinstance(val, torch.Tensor):
         return 1 if held_by_caller(node) else value_bytes(node)
-    if isinstance(val, torch.SymInt):
-        return 1  # saved beside the tensors as a Python int
+    if isinstance(val, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return 1  # saved beside the tensors as a Python number (MobileViT saves a SymFloat: n / (n - 1))
     return None

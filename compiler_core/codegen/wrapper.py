@@ -28,7 +28,7 @@ from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
 from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
-from compiler_core.ir.symbolic import NotSymbolic, python_expr
+from compiler_core.ir.symbolic import NotSymbolic, python_expr, python_number
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
 from compiler_core.schedule.kernel_plan import (
     KernelPlan,
@@ -429,7 +429,7 @@ class _Printer:
             lines = [f"rt.poison({local(n)})" for n in s.poison]
             return lines + ([f"del {', '.join(local(n) for n in s.buffers)}"] if s.buffers else [])
         if isinstance(s, Return):
-            outs = [self.value(o) if isinstance(o, ViewRef) else repr(o) for o in s.outputs]
+            outs = [self.value(o) if isinstance(o, ViewRef) else python_number(o) for o in s.outputs]
             return [f"return ({', '.join(outs)}{',' if len(outs) == 1 else ''})"]
         raise TypeError(f"unknown host statement {s!r}")
 

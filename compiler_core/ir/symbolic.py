@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import contextvars
+import dataclasses
 import weakref
 from typing import Any, Iterator, Optional, Union
 
@@ -35,6 +36,25 @@ ENABLED = True
 _SHAPE_ENV: contextvars.ContextVar[Optional[Any]] = contextvars.ContextVar("fcompile_shape_env", default=None)
 # (bound, limit) pairs `fits` answered True for during the compilation of the current graph, guarded at its end
 _BOUNDS: contextvars.ContextVar[Optional[list]] = contextvars.ContextVar("fcompile_bounds", default=None)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeRatio:
+    """A float made from sizes, numerator / denominator (torch's IntTrueDiv, batch norm's n / (n - 1)):
+    computed where a kernel or the host program reads it."""
+
+    numerator: Size
+    denominator: Size
+
+
+def python_number(value: Any) -> str:
+    """Source text of a host-program value that is a number: an int or float literal, a size
+    expression, or a ratio of sizes (a saved SymFloat the forward hands the backward)."""
+    if isinstance(value, SizeRatio):
+        return f"({python_expr(value.numerator)} / {python_expr(value.denominator)})"
+    if is_symbolic(value):
+        return python_expr(value)
+    return repr(value)
 
 
 class NotSymbolic(Exception):
@@ -340,8 +360,6 @@ def upper_max(*values: Size) -> Size:
 def symbols_in(obj: Any) -> tuple[str, ...]:
     """The names of the size symbols anywhere in an IR object (a kernel plan, an index, a value):
     what a kernel takes as size arguments, sorted as they are numbered (s2 before s10)."""
-    import dataclasses
-
     if _SHAPE_ENV.get() is None:  # a graph of static sizes (the walk costs time on large plans)
         return ()
     found: set[str] = set()

@@ -5,7 +5,7 @@ modules; `handlers.py` maps primitive names to them."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
 import sympy
 import torch
@@ -15,7 +15,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.ir.graph import Buffer, ExternCall, Layout, LoopGraph, LoopNode, ViewRef
 from compiler_core.ir.index import Index, linear_index
 from compiler_core.ir.lowering.views import NotAViewOfOurs, equal_sizes, restride
-from compiler_core.ir.symbolic import as_size, decide, example_values, hint, known
+from compiler_core.ir.symbolic import SizeRatio, as_size, decide, example_values, hint, known
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -106,6 +106,10 @@ class Lowering:
             self.values[node.name] = as_size(val)
             self.arg_names.append(node.name)
             self._bind(self.values[node.name], node.name, "value", 0)
+            return
+        if isinstance(val, torch.SymFloat):  # a saved float of sizes (n / (n - 1)): computed from the sizes
+            self.values[node.name] = _size_float(node.name, val.node.expr)
+            self.arg_names.append(node.name)
             return
         if not isinstance(val, torch.Tensor):
             raise LoweringError(f"input {node.name} is a {type(val).__name__}, not a tensor")
@@ -479,26 +483,46 @@ def scalar_of(value: Any, dtype: torch.dtype) -> Any:
     return int(value)
 
 
-@dataclasses.dataclass(frozen=True)
-class SizeRatio:
-    """A float made from sizes, numerator / denominator (torch's IntTrueDiv): computed where a kernel
-    reads it."""
-
-    numerator: Any
-    denominator: Any
-
-
 def _size_float(name: str, expr: sympy.Expr) -> Any:
     """A SymFloat's value: a size made a float (a mean's count) stays the integer size, cast where a
-    kernel reads it (size_value); a ratio of sizes is a SizeRatio, or a float where it is a number."""
+    kernel reads it (size_value); any other rational function of sizes (`n / (n - 1)`, batch norm's
+    unbiased correction) is a SizeRatio of two integer expressions, or a float where it is a number."""
     kind = type(expr).__name__
     if kind == "ToFloat" and isinstance(expr.args[0], sympy.Expr):
         return as_size(expr.args[0])
-    if kind == "IntTrueDiv" and all(isinstance(a, sympy.Expr) for a in expr.args):
-        numerator, denominator = (as_size(a) for a in expr.args)
-        ratio = sympy.simplify(sympy.sympify(numerator) / denominator)
-        return float(ratio) if ratio.is_number else SizeRatio(numerator, denominator)
-    raise LoweringError(f"{name} is a symbolic float ({expr}), not a size or a ratio of sizes")
+    ratio = _rational_of_sizes(expr)
+    if ratio is None:
+        raise LoweringError(f"{name} is a symbolic float ({expr}), not a rational function of sizes")
+    numerator, denominator = sympy.fraction(sympy.cancel(sympy.together(ratio)))
+    if numerator.is_number and denominator.is_number:
+        return float(numerator / denominator)
+    if denominator == 1:
+        return as_size(numerator)
+    return SizeRatio(as_size(numerator), as_size(denominator))
+
+
+def _rational_of_sizes(expr: sympy.Expr) -> Optional[sympy.Expr]:
+    """`expr` (torch's float arithmetic over sizes: ToFloat, IntTrueDiv, FloatTrueDiv, sums, products,
+    whole powers, float literals) as a sympy quotient of integer expressions, exact; None where it is
+    something else (a float that is no short binary fraction, a square root)."""
+    kind = type(expr).__name__
+    if isinstance(expr, sympy.Float):
+        exact = sympy.Rational(float(expr))
+        return exact if exact.q <= 1 << 20 else None
+    if expr.is_Integer or (expr.is_integer and kind not in ("ToFloat", "IntTrueDiv", "FloatTrueDiv")):
+        return expr  # a size, or torch's integer functions of sizes (FloorDiv, Mod)
+    if kind == "ToFloat":
+        return _rational_of_sizes(expr.args[0])
+    if kind in ("IntTrueDiv", "FloatTrueDiv"):
+        parts = [_rational_of_sizes(a) for a in expr.args]
+        return None if None in parts else parts[0] / parts[1]
+    if isinstance(expr, (sympy.Add, sympy.Mul)):
+        parts = [_rational_of_sizes(a) for a in expr.args]
+        return None if None in parts else expr.func(*parts)
+    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer:
+        base = _rational_of_sizes(expr.base)
+        return None if base is None else base ** expr.exp
+    return None
 
 
 def size_value(size: Any, dtype: torch.dtype) -> Value:

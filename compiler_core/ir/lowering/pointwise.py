@@ -296,8 +296,9 @@ def fill_(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
         value = 0  # uninitialized memory may hold anything: zeros, made by a kernel that fuses
     else:
         raise Unsupported("fill variant")
-    if isinstance(value, torch.fx.Node):  # fill.Tensor: a 0-d tensor's value, broadcast and cast
-        if _compat.fake_value(value).dim() != 0:
+    if isinstance(value, torch.fx.Node):  # fill.Tensor: a 0-d tensor's value (or a size), broadcast and cast
+        fake = _compat.fake_value(value)
+        if isinstance(fake, torch.Tensor) and fake.dim() != 0:
             raise Unsupported("fill with a tensor value that is not 0-d")
         return lw.pointwise(node, val, lambda names: lw.load(value, tuple(val.shape), names, val.dtype))
     return lw.pointwise(node, val, lambda names: Constant(scalar_of(value, val.dtype), val.dtype))
