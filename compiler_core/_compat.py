@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import warnings
 from typing import Any, Callable, Optional
 
 import torch
@@ -151,15 +152,22 @@ def size_hint(value: Any) -> int:
     """An int for a size that may be symbolic (its example value under dynamic shapes)."""
     if isinstance(value, int):
         return value
+    node = getattr(value, "node", None)
+    hint = getattr(node, "_hint", None)  # a backed size's example value, read without any call
+    if isinstance(hint, int):
+        return hint
     from torch.fx.experimental import symbolic_shapes
 
     # torch 2.13 renamed hint_int to optimization_hint; a missing one must not turn every symbolic
     # size into 1 (the partitioner then saw every activation as 4 bytes and recomputed batch norms).
-    read = getattr(symbolic_shapes, "optimization_hint", None) or getattr(symbolic_shapes, "hint_int", None)
+    # hint_int first: torch 2.11 has both, and its optimization_hint warns on every call.
+    read = getattr(symbolic_shapes, "hint_int", None) or getattr(symbolic_shapes, "optimization_hint", None)
     if read is None:
         raise RuntimeError("torch.fx.experimental.symbolic_shapes has neither optimization_hint nor hint_int")
     try:
-        return int(read(value, fallback=1))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            return int(read(value, fallback=1))
     except Exception:  # noqa: BLE001 - an unbacked size with no hint: sizes only rank costs here
         return 1
 
