@@ -676,7 +676,10 @@ def _program_id(plan: KernelPlan, axis: int) -> str:
 
 def _flat_steps(plan: KernelPlan) -> list[Step]:
     """Rewrite every index from the kernel's multi-dim variables to flat xindex / rindex."""
-    ranges = {"xindex": plan.xnumel, "rindex": max(plan.rnumel, 1)}
+    # Upper bounds for simplifying divisions: a pointwise kernel's rindex is 0; a symbolic row length
+    # is its own bound (Python's max would ask sympy whether the size is below 1, which it cannot say).
+    rbound = plan.rnumel if is_symbolic(plan.rnumel) else max(plan.rnumel, 1)
+    ranges = {"xindex": plan.xnumel, "rindex": rbound}
     mapping: dict[str, Index] = {}
     for prefix, flat, sizes in (("x", "xindex", plan.space.x), ("r", "rindex", plan.space.r)):
         # An empty space (a size 0) has no live lane: any mapping will do, as long as none divides by 0.
