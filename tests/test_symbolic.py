@@ -386,6 +386,55 @@ def test_an_extern_that_returns_a_size_gives_its_expression():
     assert session.graphs[0].symbolic and not session.recompiles, session.messages
 
 
+@torch.library.custom_op("fcompile_symbolic_test::scaled_by_length", mutates_args=())
+def _scaled_by_length(x: torch.Tensor, length: int) -> torch.Tensor:
+    return x * length
+
+
+@_scaled_by_length.register_fake
+def _(x, length):
+    return torch.empty_like(x)
+
+
+def _scaled_by_length_backward(ctx, grad):
+    # the saved length reaches the backward graph as a size input, and goes to an extern call there too
+    return torch.ops.fcompile_symbolic_test.scaled_by_length(grad, ctx.length), None
+
+
+def _keep_length(ctx, inputs, output):
+    ctx.length = inputs[1]
+
+
+_scaled_by_length.register_autograd(_scaled_by_length_backward, setup_context=_keep_length)
+
+
+def test_an_extern_that_takes_a_size_gets_its_expression_in_forward_and_backward():
+    # cuDNN attention's backward takes the forward's max_q/max_k: with symbolic sizes they are sizes
+    # (computed from an input's shape in the forward, a saved size input in the backward), passed to an extern
+    # call as the expression the host program computes. BERT's bf16 training step on the H200 was
+    # compiled per size because the lowering took only tensors and numbers as extern arguments.
+    def fn(x):
+        return torch.ops.fcompile_symbolic_test.scaled_by_length(torch.tanh(x) * 2, x.shape[0]) + 1
+
+    compiled = cc.compile(fn, backend="cpp", dynamic=True)
+    sessions = []
+    for rows in (3, 5, 9):
+        x = torch.randn(rows, 4, requires_grad=True)
+        ours = compiled(x)
+        (ours_grad,) = torch.autograd.grad(ours.sum(), x)
+        eager = fn(x)
+        (eager_grad,) = torch.autograd.grad(eager.sum(), x)
+        torch.testing.assert_close(ours, eager)
+        torch.testing.assert_close(ours_grad, eager_grad)
+        if compiled.session not in sessions:
+            sessions.append(compiled.session)
+    session = sessions[0]
+    assert len(sessions) == 1, [s.messages for s in sessions]
+    (record,) = session.graphs
+    assert record.symbolic and record.backward is not None and record.backward.symbolic, session.messages
+    assert any("scaled_by_length" in k for k in record.backward.wrapper.source.split("\n")), "an extern call"
+
+
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 def test_a_training_step_compiles_forward_and_backward_once_for_every_size(backend, tmp_path):
     # AOTAutograd compiles the backward with the forward (its size decisions become Dynamo's guards
@@ -466,3 +515,32 @@ def test_a_symbolic_scalar_is_never_a_literal_constant():
         with pytest.raises(TypeError, match="size expression"):
             Constant(value, torch.float32)
     assert Constant(0.5, torch.float32).value == 0.5
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_size_passed_as_an_int_is_a_symbol_of_unknown_sign_and_still_compiles_once(backend):
+    # Hugging Face's causal-LM loss takes `vocab_size` as an int: Dynamo makes it a symbol with no
+    # sign assumption, and the logits' last dim becomes that symbol. A Python max/min/comparison on
+    # such a size cannot be answered by sympy; the Triton printer asked one (max(rnumel, 1)) and GPT-2
+    # training compiled its loss graph once per size on the H200. Forward and backward, both backends.
+    def loss(logits, labels, vocab):
+        return torch.nn.functional.cross_entropy(logits.view(-1, vocab), labels.view(-1), ignore_index=-100)
+
+    compiled = cc.compile(loss, backend=backend, dynamic=True)
+    sessions = []
+    for batch, seq, vocab in ((2, 5, 7), (3, 4, 9), (2, 6, 11)):
+        logits = torch.randn(batch, seq, vocab, requires_grad=True)
+        labels = torch.randint(0, vocab, (batch, seq))
+        labels[0, -1] = -100
+        ours = compiled(logits, labels, vocab)
+        (ours_grad,) = torch.autograd.grad(ours, logits)
+        eager = loss(logits, labels, vocab)
+        (eager_grad,) = torch.autograd.grad(eager, logits)
+        torch.testing.assert_close(ours, eager, rtol=1e-5, atol=1e-6)
+        torch.testing.assert_close(ours_grad, eager_grad, rtol=1e-5, atol=1e-6)
+        if compiled.session not in sessions:
+            sessions.append(compiled.session)
+    session = sessions[0]
+    assert not any("cannot take yet" in m for m in session.messages), session.messages
+    assert all(g.symbolic and g.backward is not None and g.backward.symbolic for g in session.graphs), session.messages
+    assert len(sessions) == 1, [s.recompiles for s in sessions]

@@ -358,8 +358,10 @@ class Lowering:
         def convert(a: Any) -> Any:
             if isinstance(a, torch.fx.Node):
                 v = self.values[a.name]
-                if not isinstance(v, (ViewRef, int, float, bool)) and v is not None:
-                    raise LoweringError(f"extern {node.name}: argument {a.name} is not a tensor")
+                # A size (sympy.Expr) goes in as the expression the host program computes at each
+                # call: cuDNN attention's backward takes the forward's max_q/max_k, saved as sizes.
+                if not isinstance(v, (ViewRef, int, float, bool, sympy.Expr)) and v is not None:
+                    raise LoweringError(f"extern {node.name}: argument {a.name} is neither a tensor nor a size")
                 return v
             if isinstance(a, (list, tuple)):
                 return type(a)(convert(x) for x in a)
