@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One device-tool call that runs the GPU stages a session asks for, each under its own time limit,
+# writing full logs under $OUT and a short summary last. Stages (environment variables):
+#   GPU_TESTS=1                      the -m gpu tests (tests/test_gpu.py, test_views_gpu.py, test_symbolic.py)
+#   DYN=llama,bert DYN_DTYPES=fp32,bf16 DYN_T=300    scripts/zoo_dynamic.py, inference
+#   TRAIN=gpt2,llama TRAIN_DTYPES=fp32 TRAIN_T=200   scripts/zoo_dynamic.py --mode training
+#   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table)
+#   BENCH=1 BENCH_T=300              python -m compiler_core.bench --device cuda
+set -uo pipefail
+out=${OUT:-build/gpu}
+mkdir -p "$out"
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 FCOMPILE_CACHE_DIR=/tmp/fcompile-cache
+summary="$out/summary.txt"
+python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" > "$summary"
+git log -1 --format='commit %h %s' 2>/dev/null >> "$summary"
+stage() {  # stage NAME SECONDS COMMAND...
+  local name=$1 limit=$2; shift 2
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$out/$name.txt" 2>&1
+  echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
+  { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf)|ERROR|rc=" "$out/$name.txt" | tail -40; } >> "$summary"
+}
+[ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py -q -p no:cacheprovider -p no:logging
+[ -n "${DYN:-}" ] && stage dyn "${DYN_T:-300}" python3 scripts/zoo_dynamic.py --device cuda --names "$DYN" --dtypes "${DYN_DTYPES:-fp32,bf16}"
+[ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
+[ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json"
+[ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json"
+cat "$summary"
