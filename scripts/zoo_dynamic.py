@@ -22,29 +22,10 @@ import torch
 import compiler_core as cc
 from tests.models.check import cast_case, compare, named_tensors
 from tests.models.table import DTYPES
-from tests.models.zoo import SIZES, ZOO
+from tests.models.zoo import SIZES, ZOO, text_inputs_at
 
 # (batch, sequence) pairs per zoo size: the GPU's realistic one, and the CPU tests' small one.
 PAIRS = {"large": ((2, 128), (4, 200), (8, 384)), "small": ((2, 6), (3, 11), (2, 9))}
-
-
-def _inputs_at(case_inputs: dict, batch: int, seq: int, vocab: int, encoder_decoder: bool, device,
-               gen: torch.Generator) -> dict:
-    """The case's integer inputs drawn again at (batch, seq); the last sequence right-padded by a third."""
-    out = {}
-    for key, value in case_inputs.items():
-        if key == "labels" or not (isinstance(value, torch.Tensor) and value.dtype == torch.long):
-            continue
-        if "token_type" in key:
-            out[key] = torch.zeros(batch, seq, dtype=torch.long)
-        elif "mask" in key:
-            out[key] = torch.ones(batch, seq, dtype=torch.long)
-            out[key][-1, seq - seq // 3:] = 0
-        else:
-            out[key] = torch.randint(1, vocab, (batch, seq), generator=gen)
-    if encoder_decoder and "decoder_input_ids" not in out:
-        out["decoder_input_ids"] = torch.randint(1, vocab, (batch, seq - 2), generator=gen)
-    return {k: v.to(device) for k, v in out.items()}
 
 
 def _outputs(model, inputs: dict, training: bool) -> dict:
@@ -73,7 +54,9 @@ def run(name: str, dtype: torch.dtype, device: str, size: str, training: bool) -
     gen = torch.Generator().manual_seed(0)
     sessions, worst, fell_back = [], 0.0, 0
     for batch, seq in PAIRS[size]:
-        inputs = _inputs_at(built.inputs, batch, seq, SIZES[size].vocab, config.is_encoder_decoder, device, gen)
+        drawn = text_inputs_at(built.inputs, batch, seq, SIZES[size].vocab, gen,
+                               encoder_decoder=config.is_encoder_decoder)
+        inputs = {k: v.to(device) for k, v in drawn.items()}
         if training:
             ids = inputs["decoder_input_ids" if config.is_encoder_decoder else "input_ids"]
             inputs["labels"] = ids.clone()

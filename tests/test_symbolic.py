@@ -191,29 +191,11 @@ TEXT_MODELS = ["gpt2", "llama", "qwen2", "mistral", "gpt_neox", "falcon", "bert"
 DYNAMO_SPECIALIZES_BATCH = {"bart"}
 
 
-def _text_inputs_at(case_inputs: dict, batch: int, seq: int, vocab: int, gen: torch.Generator) -> dict:
-    """The model's text inputs drawn again at another (batch, sequence): ids, padding masks, token types."""
-    out = {}
-    for key, value in case_inputs.items():
-        if key == "labels" or not (isinstance(value, torch.Tensor) and value.dtype == torch.long):
-            continue
-        if "token_type" in key:
-            out[key] = torch.zeros(batch, seq, dtype=torch.long)
-        elif "mask" in key:
-            out[key] = torch.ones(batch, seq, dtype=torch.long)
-            out[key][-1, seq - seq // 3:] = 0
-        else:
-            out[key] = torch.randint(1, vocab, (batch, seq), generator=gen)
-    if "decoder_input_ids" not in out and "labels" in case_inputs:  # encoder-decoders: the decoder's ids too
-        out["decoder_input_ids"] = torch.randint(1, vocab, (batch, max(seq - 2, 2)), generator=gen)
-    return out
-
-
 @pytest.mark.zoo
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TEXT_MODELS)
 def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
-    from tests.models.zoo import ZOO
+    from tests.models.zoo import ZOO, text_inputs_at
 
     case = ZOO[name].build("small", "cpu", torch.float32, mask=True)
     model = case.model.eval()
@@ -221,7 +203,7 @@ def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
     gen = torch.Generator().manual_seed(0)
     sessions = []
     for batch, seq in ((2, 6), (3, 11), (2, 9), (4, 7)):
-        inputs = _text_inputs_at(case.inputs, batch, seq, 97, gen)
+        inputs = text_inputs_at(case.inputs, batch, seq, 97, gen, encoder_decoder=model.config.is_encoder_decoder)
         with torch.no_grad():
             ours, eager = compiled(**inputs), model(**inputs)
         compared = [f for f in ("logits", "last_hidden_state") if getattr(eager, f, None) is not None]
@@ -241,7 +223,7 @@ def test_zoo_text_models_run_symbolic_kernels_at_every_batch_and_length(name):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["llama", "bert", "t5"])
 def test_zoo_training_steps_compile_forward_and_backward_once_for_every_size(name):
-    from tests.models.zoo import ZOO
+    from tests.models.zoo import ZOO, text_inputs_at
 
     case = ZOO[name].build("small", "cpu", torch.float32, mask=True)
     model = case.model.train(True)
@@ -250,9 +232,7 @@ def test_zoo_training_steps_compile_forward_and_backward_once_for_every_size(nam
     gen = torch.Generator().manual_seed(0)
     sessions = []
     for batch, seq in ((2, 6), (3, 11), (2, 9)):
-        inputs = _text_inputs_at(case.inputs, batch, seq, 97, gen)
-        if not model.config.is_encoder_decoder:
-            inputs.pop("decoder_input_ids", None)
+        inputs = text_inputs_at(case.inputs, batch, seq, 97, gen, encoder_decoder=model.config.is_encoder_decoder)
         inputs["labels"] = inputs["decoder_input_ids" if model.config.is_encoder_decoder else "input_ids"].clone()
         compiled(**inputs).loss.backward()
         reference(**inputs).loss.backward()
@@ -315,7 +295,7 @@ def test_zoo_vision_and_audio_models_serve_every_size_from_one_compilation(name)
 def test_gpt2_on_the_gpu_compiles_once_for_every_size(dtype):
     # The zoo's realistic GPT-2 width on the GPU (Triton kernels taking the sizes as arguments), judged
     # against an fp64 reference: ours within the dtype's allowance or within twice eager's own error.
-    from tests.models.zoo import ZOO
+    from tests.models.zoo import ZOO, text_inputs_at
 
     case = ZOO["gpt2"].build("large", "cuda", dtype, mask=True)
     model = case.model.eval()
@@ -325,7 +305,8 @@ def test_gpt2_on_the_gpu_compiles_once_for_every_size(dtype):
     rtol, atol = {torch.float32: (1e-4, 1e-5), torch.bfloat16: (3e-2, 1e-3)}[dtype]
     sessions = []
     for batch, seq in ((4, 128), (8, 200), (2, 333)):
-        inputs = {k: v.cuda() for k, v in _text_inputs_at(case.inputs, batch, seq, 1000, gen).items()}
+        drawn = text_inputs_at(case.inputs, batch, seq, 1000, gen, encoder_decoder=False)
+        inputs = {k: v.cuda() for k, v in drawn.items()}
         with torch.no_grad():
             ours, eager, exact = compiled(**inputs).logits, model(**inputs).logits, reference(**inputs).logits
         ours_err = (ours.double() - exact).abs().max().item()

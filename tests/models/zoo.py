@@ -81,6 +81,30 @@ def _text_inputs(s: Size, device, mask: bool, gen: torch.Generator) -> tuple[dic
     return inputs, labels
 
 
+def text_inputs_at(case_inputs: dict, batch: int, seq: int, vocab: int, gen: torch.Generator, *,
+                   encoder_decoder: bool) -> dict:
+    """A text case's integer inputs drawn again at another (batch, seq), on the CPU.
+
+    ids, padding masks (the last sequence right-padded by a third) and token types; labels are left to
+    the caller. An encoder-decoder also gets decoder ids, two shorter than the source; a decoder-only
+    model gets none (its **kwargs would swallow them unnoticed).
+    """
+    out = {}
+    for key, value in case_inputs.items():
+        if key == "labels" or not (isinstance(value, torch.Tensor) and value.dtype == torch.long):
+            continue
+        if "token_type" in key:
+            out[key] = torch.zeros(batch, seq, dtype=torch.long)
+        elif "mask" in key:
+            out[key] = torch.ones(batch, seq, dtype=torch.long)
+            out[key][-1, seq - seq // 3:] = 0
+        else:
+            out[key] = torch.randint(1, vocab, (batch, seq), generator=gen)
+    if encoder_decoder and "decoder_input_ids" not in out:
+        out["decoder_input_ids"] = torch.randint(1, vocab, (batch, max(seq - 2, 2)), generator=gen)
+    return out
+
+
 def _probe_loss(fields: tuple[str, ...], probes: dict[str, torch.Tensor]) -> Callable[[Any], torch.Tensor]:
     """Loss for models without a head: a fixed random weighting of the named outputs, so every output
     element gets its own gradient (a plain sum or mean would hide a permuted or transposed result)."""
