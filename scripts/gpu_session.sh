@@ -6,6 +6,7 @@
 #   TRAIN=gpt2,llama TRAIN_DTYPES=fp32 TRAIN_T=200   scripts/zoo_dynamic.py --mode training
 #   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table)
 #   BENCH=1 BENCH_T=300              python -m compiler_core.bench --device cuda
+#   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
 set -uo pipefail
 out=${OUT:-build/gpu}
 mkdir -p "$out"
@@ -25,4 +26,10 @@ stage() {  # stage NAME SECONDS COMMAND...
 [ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
 [ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json"
 [ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json"
+if [ -n "${PROFILE:-}" ]; then
+  for w in ${PROFILE//,/ }; do
+    stage "profile-$w" "${PROFILE_T:-200}" python3 scripts/profile_workload.py "$w" --device cuda
+    grep -E "^== " "$out/profile-$w.txt" >> "$summary"
+  done
+fi
 cat "$summary"
