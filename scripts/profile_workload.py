@@ -28,10 +28,12 @@ _LIBRARY = re.compile(r"gemm|cutlass|sm90_|sm80_|nvjet|cublas|flash|fmha|cudnn|a
                       re.I)
 
 
-def _category(name: str) -> str:
+def _category(name: str, device_kernel: bool) -> str:
     if _LIBRARY.search(name):
         return "library"
-    if name.startswith(("triton_", "fc_", "k_")) or "triton" in name:
+    # ATen's own device kernels are C++ templates ("void at::native::...<...>"); a Triton kernel
+    # (Inductor's "triton_poi_...", ours "fused_add_exp_3") is a bare identifier.
+    if device_kernel and re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name):
         return "generated"
     return "other"
 
@@ -72,12 +74,14 @@ def report(name: str, device: str, steps: int, top: int) -> None:
         times, calls = _profile(_step(w, fn, args), device, steps)
         total = sum(times.values()) / steps
         by_category: dict[str, float] = defaultdict(float)
+        on_device = device == "cuda"
         for kernel, us in times.items():
-            by_category[_category(kernel)] += us / steps
+            by_category[_category(kernel, on_device)] += us / steps
         split = "  ".join(f"{c} {by_category[c]:9.1f}" for c in ("library", "generated", "other"))
         print(f"\n== {label}: {total:9.1f} us per step   ({split})")
         for kernel, us in sorted(times.items(), key=lambda kv: -kv[1])[:top]:
-            print(f"  {us / steps:9.1f} us  x{calls[kernel] // steps:<3d} {_category(kernel):9s} {kernel[:110]}")
+            kind = _category(kernel, on_device)
+            print(f"  {us / steps:9.1f} us  x{calls[kernel] // steps:<3d} {kind:9s} {kernel[:110]}")
 
 
 def main() -> None:
