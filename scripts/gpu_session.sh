@@ -5,7 +5,7 @@
 #   DYN=llama,bert DYN_DTYPES=fp32,bf16 DYN_T=300    scripts/zoo_dynamic.py, inference
 #   TRAIN=gpt2,llama TRAIN_DTYPES=fp32 TRAIN_T=200   scripts/zoo_dynamic.py --mode training
 #   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table)
-#   BENCH=1 BENCH_T=300              python -m compiler_core.bench --device cuda
+#   BENCH=1 BENCH_ONLY=gpt_block BENCH_T=300   python -m compiler_core.bench --device cuda (all workloads by default)
 #   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
 set -uo pipefail
 out=${OUT:-build/gpu}
@@ -25,7 +25,7 @@ stage() {  # stage NAME SECONDS COMMAND...
 [ -n "${DYN:-}" ] && stage dyn "${DYN_T:-300}" python3 scripts/zoo_dynamic.py --device cuda --names "$DYN" --dtypes "${DYN_DTYPES:-fp32,bf16}"
 [ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
 [ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json"
-[ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json"
+[ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json" ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 if [ -n "${PROFILE:-}" ]; then
   for w in ${PROFILE//,/ }; do
     stage "profile-$w" "${PROFILE_T:-200}" python3 scripts/profile_workload.py "$w" --device cuda

@@ -31,6 +31,7 @@ from compiler_core.ir.values import Cast, Load, Op, Value
 from compiler_core.schedule.accumulate import fold_matmul_adds
 from compiler_core.schedule.artifacts import FusionDecision, Schedule
 from compiler_core.schedule.fusion import schedule
+from compiler_core.schedule.reader_recompute import recompute_for_readers
 
 ADDMM = "aten.addmm.default"
 CONVOLUTION = "aten.convolution.default"
@@ -42,7 +43,8 @@ CONV_BIAS_SPLIT_DEVICES = ("cuda",)  # where a convolution's bias may move into 
 @with_gc_paused
 def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[LoopGraph, Schedule]:
     """Split each addmm whose bias add can fuse with its consumers; schedule the result; then fold
-    each matmul whose product only a lone add reads into an addmm (schedule/accumulate.py). Without
+    each matmul whose product only a lone add reads into an addmm (schedule/accumulate.py), and let
+    readers in other kernels recompute cheap values the schedule stored for them (reader_recompute.py). Without
     fusion no bias add can join a kernel, so every addmm stays whole, and nothing is folded."""
     if not fusion:
         return graph, schedule(graph, fusion=False)
@@ -50,7 +52,11 @@ def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[Loop
     folded, fold_notes = fold_matmul_adds(split, sched)
     if fold_notes:
         sched = schedule(folded)  # the log of the schedule that runs: the first one names removed matmuls
-    return folded, dataclasses.replace(sched, decisions=split_notes + fold_notes + sched.decisions)
+    # Values this schedule stores only for readers in other kernels, where recomputing them is cheaper.
+    recomputed, recompute_notes = recompute_for_readers(folded, sched)
+    if recompute_notes:
+        folded, sched = recomputed, schedule(recomputed)
+    return folded, dataclasses.replace(sched, decisions=split_notes + fold_notes + recompute_notes + sched.decisions)
 
 
 def _split_and_schedule(graph: LoopGraph) -> tuple[LoopGraph, Schedule, tuple[FusionDecision, ...]]:
