@@ -495,7 +495,7 @@ def choose_config(plan: KernelPlan, interpret: bool) -> dict:
             return {"XBLOCK": min(_next_pow2(xnumel), 256), "RBLOCK": min(_next_pow2(rnumel), 256),
                     "num_warps": 4}
         return {"XBLOCK": min(plan_passes.COLUMN_XBLOCK, _next_pow2(xnumel)),
-                "RBLOCK": min(COLUMN_RBLOCK, _next_pow2(rnumel)), "num_warps": 4}
+                "RBLOCK": min(COLUMN_RBLOCK, _next_pow2(rnumel)), "num_warps": COLUMN_NUM_WARPS}
     rblock = _next_pow2(rnumel)
     if rblock > PERSISTENT_MAX_RBLOCK:
         rblock = LOOPED_RBLOCK
@@ -919,6 +919,7 @@ SPLIT_NUM_WARPS = 8
 # A column reduction's tile (plan_passes.choose_reduction_layout): COLUMN_XBLOCK columns by COLUMN_RBLOCK
 # rows, 2048 elements, loaded row by row as contiguous pieces.
 COLUMN_RBLOCK = 32
+COLUMN_NUM_WARPS = 4
 
 
 def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
@@ -1021,7 +1022,8 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
         ] + ["    " + ln for ln in second.lines]))
         stages.append((f"{plan.name}_finish{suffix}", "rows"))
 
-    config = {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": SPLIT_NUM_WARPS if rblock >= 2048 else 4}
+    warps = COLUMN_NUM_WARPS if plan.columns else SPLIT_NUM_WARPS if rblock >= 2048 else 4
+    config = {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": warps}
     split = SplitLaunch(programs=programs, stages=tuple(stages),
                         workspaces=tuple((n, _workspace_dtype(s.value.dtype)) for _, n, s in spaces),
                         row_config={"XBLOCK": xblock, "SBLOCK": _next_pow2(programs), "num_warps": 4})
