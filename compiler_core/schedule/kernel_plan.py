@@ -454,7 +454,7 @@ class _Inliner:
             return self.resolve(body, depth + 1)
         # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
         # its loads must not happen either; the value there is 0, as the masked load gives.
-        body = self.resolve(_masked_loads(body, v.mask, self.in_bounds), depth + 1)
+        body = self.resolve(masked_loads(body, v.mask, self.in_bounds), depth + 1)
         return Op("where", (v.mask, body, Constant(_zero(body.dtype), body.dtype)), body.dtype, producer.origins)
 
 
@@ -542,7 +542,7 @@ def segmented_plan(name: str, segments: list[KernelPlan]) -> KernelPlan:
                       arguments=(*inputs, *outputs), segments=tuple(renamed))
 
 
-def _masked_loads(value: Value, mask: Value, in_bounds=lambda load: False) -> Value:
+def masked_loads(value: Value, mask: Value, in_bounds=lambda load: False) -> Value:
     """Every load in `value` also guarded by `mask`, except plain loads `in_bounds` says are inside
     their buffer everywhere (a padded read's per-channel batch-norm scale): those read a real element
     wherever they run, the caller's `where(mask, ...)` discards it outside the mask, and the same load
