@@ -293,3 +293,50 @@ def test_a_scatter_kernels_traffic_counts_the_rows_it_reaches_not_its_whole_dest
     reached = count * width * 4  # one read-modify-write of a row element per add
     assert by_kind["scatter"] == grad.nbytes + ids.nbytes + 2 * reached, by_kind
     assert bytes_moved(compiled.session)["fused_bytes"] == sum(by_kind.values())
+
+
+def reduce_inputs(dtype=torch.float32, tokens_=20000, positions=1200, width=4):
+    """scatter_reduce above the dense form's cap: tokens x positions > SHORT_SCATTER; some positions
+    are never hit (the last hundred), one is hit a hundred times more."""
+    g = torch.Generator().manual_seed(4)
+    x = (torch.randn(positions, width, generator=g) * 10).to(dtype)
+    src = (torch.randn(tokens_, width, generator=g) * 10).to(dtype)
+    rows = torch.randint(0, positions - 100, (tokens_,), generator=g)
+    rows[:100] = 11
+    assert tokens_ * positions > SHORT_SCATTER
+    return x, rows.unsqueeze(1).expand(tokens_, width).clone(), src
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.int64, torch.bfloat16])
+@pytest.mark.parametrize("reduce", ["mean", "sum"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_sum_and_mean_above_the_cap_are_scatter_kernels(backend, dtype, reduce, include_self):
+    """A mean is the atomic sums of the values and of the hits, divided (floor division for integers, as
+    ATen); positions nothing lands on keep self's value."""
+    x, index, src = reduce_inputs(dtype)
+
+    def fn(x, index, src):
+        return x.scatter_reduce(0, index, src, reduce, include_self=include_self)
+
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x, index, src), fn(x, index, src)
+    if dtype == torch.int64:
+        assert torch.equal(got, expected)
+    else:
+        tol = {"rtol": 2e-2, "atol": 0.5} if dtype == torch.bfloat16 else {"rtol": 1e-5, "atol": 1e-4}
+        torch.testing.assert_close(got, expected, **tol)
+    assert torch.equal(got[-100:], x[-100:])
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
+    assert scatter_nodes(compiled)
+
+
+def test_scatter_reduce_max_above_the_cap_stays_pytorchs_call_and_says_so():
+    x, index, src = reduce_inputs()
+
+    def fn(x, index, src):
+        return x.scatter_reduce(0, index, src, "amax")
+
+    compiled = cc.compile(fn, backend="cpp")
+    torch.testing.assert_close(compiled(x, index, src), fn(x, index, src))
+    assert any("scatter_reduce" in op for op in compiled.session.stats["fallback_ops"]), compiled.session.stats

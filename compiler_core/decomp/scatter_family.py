@@ -13,8 +13,9 @@ The where and the reduction fuse into one kernel and `hits` is never stored, so 
 kernel and deterministic; an overwrite (scatter, index_copy) takes the last j that hits p, as
 ATen's CPU loop does. It is (scattered elements) x (positions) work: nothing for a relative-position
 bias table or a small gather's backward, ruinous for a graph network's scatter over 10^6 nodes, so
-above SHORT_SCATTER an overwrite is one store per element (store_scatter.py) and the other
-reductions stay PyTorch's. Indices are bounds-checked as ATen checks them
+above SHORT_SCATTER an overwrite is one store per element (store_scatter.py), a sum or a mean
+the atomic scatter's sums of the values and of the hits (below), and prod, amax and amin stay
+PyTorch's. Indices are bounds-checked as ATen checks them
 (an index_select of the positions, which raises on an index out of range).
 
 Sums (scatter_add, index_add, put and index_put with accumulate, embedding's backward) have a second
@@ -100,8 +101,9 @@ class _Hits:
         return F.pad(t, pad, value=fill)
 
 
-def _combine(kind: str, self: torch.Tensor, hits: _Hits, include_self: bool) -> torch.Tensor:
-    """scatter_reduce's rule for one reduction (ATen's: the identity where nothing lands)."""
+def _combine(kind: str, self: torch.Tensor, hits: "_Hits | _AtomicHits", include_self: bool) -> torch.Tensor:
+    """scatter_reduce's rule for one reduction (ATen's: the identity where nothing lands), from the
+    dense masked reduction or, for sums and means above its cap, the atomic scatter's sums."""
     landed = hits.fit(hits.reduce("count") > 0, False)
     if kind == "mean":
         total = hits.fit(hits.reduce("sum"), 0)
@@ -171,9 +173,34 @@ def scatter_reduce(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch
     dim = dim % max(self.dim(), 1)
     if reduce == "sum" and include_self:  # scatter_add itself: the atomic scatter where that is cheaper
         return scatter_add(self, dim, index, src)
-    if reduce not in REDUCTIONS or not (_supported(self, index, src) and _short(self, dim, index)):
+    if reduce not in REDUCTIONS or not _supported(self, index, src):
         return NotImplemented
+    if not _short(self, dim, index):  # sums and means: atomic sums of the values and of the hits
+        hits = _AtomicHits.of(self, dim, index, src) if reduce in ("sum", "mean") and _static(self, index) else None
+        return NotImplemented if hits is None else _combine(reduce, self, hits, include_self)
     return _combine(reduce, self, _Hits(self, dim, index, src), include_self)
+
+
+class _AtomicHits:
+    """_Hits' sum and count through the atomic scatter (one add per scattered element), for a sum or a
+    mean above the dense form's cap: both already have self's shape. Float sums come in a different
+    order each run, as scatter_add's do; counts are int64 adds, exact."""
+
+    def __init__(self, total: torch.Tensor, count: torch.Tensor):
+        self.total, self.count = total, count
+
+    @classmethod
+    def of(cls, self_: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> Optional["_AtomicHits"]:
+        total = atomic_scatter_add(torch.zeros_like(self_), dim, index, src)
+        zeros = torch.zeros(self_.shape, dtype=torch.int64, device=self_.device)
+        count = atomic_scatter_add(zeros, dim, index, torch.ones(index.shape, dtype=torch.int64, device=self_.device))
+        return None if total is None or count is None else cls(total, count)
+
+    def reduce(self, kind: str) -> torch.Tensor:
+        return {"sum": self.total, "count": self.count}[kind]
+
+    def fit(self, t: torch.Tensor, fill: Any) -> torch.Tensor:
+        return t
 
 
 def _along(index: torch.Tensor, dim: int, like: torch.Tensor) -> torch.Tensor:
