@@ -77,7 +77,7 @@ def recompute_for_readers(graph: LoopGraph, sched: Schedule) -> tuple[LoopGraph,
         try:
             value = _expanded(node, producer, in_memory, chosen, depth=0)
             cost = _read_cost(value, buffers, buffers[name])
-            if cost > _itemsize(node.output.dtype):
+            if cost > node.output.dtype.itemsize:
                 raise _NotCheap(f"reads {cost:.1f} bytes an element to recompute")
             rewritten = {r: _substituted(nodes[r], name, node, value) for r in outside}
         except _NotCheap:
@@ -163,18 +163,14 @@ def _read_cost(value: Value, buffers: dict[str, Buffer], of: Buffer) -> float:
     for name in {v.buffer for v in walk(value) if isinstance(v, Load)}:
         b = buffers[name]
         share = hint(b.layout.storage_numel) / elements
-        cost += 0.0 if share * SMALL_RATIO <= 1 else _itemsize(b.dtype) * min(1.0, share)
+        cost += 0.0 if share * SMALL_RATIO <= 1 else b.dtype.itemsize * min(1.0, share)
     return cost
-
-
-def _itemsize(dtype: torch.dtype) -> int:
-    return torch.empty((), dtype=dtype).element_size()
 
 
 def _note(producer: LoopNode, readers: list[str], value: Value, cost: float) -> FusionDecision:
     what = f"{producer.name} ({', '.join(producer.origins)})" if producer.origins else producer.name
     sources = sorted({v.buffer for v in walk(value) if isinstance(v, Load)})
-    size = _itemsize(producer.output.dtype)
+    size = producer.output.dtype.itemsize
     reason = (f"recompute: {', '.join(readers)} (other kernels) compute {what} from {', '.join(sources) or 'constants'}"
               f" ({cost:.1f} bytes an element read against {size} to load it), so it is never stored "
               f"({thousands(producer.output.nbytes)} bytes)")
