@@ -67,6 +67,41 @@ def test_autotuning_times_candidate_configs_and_caches_the_choice():
     assert any("cached" in line for line in again.session.graphs[0].artifact.tuning_log)
 
 
+def test_every_launch_is_compiled_ahead_on_threads_and_none_compiles_in_line(tmp_path, monkeypatch):
+    """runtime/parallel_compile.py: the tuning candidates and the host program's launches (a tuned row
+    kernel, a gather with device asserts, a split full reduction) compile on the pool before anything
+    runs, so no launch compiles in line; and the values are eager's."""
+    knobs = pytest.importorskip("triton.knobs")
+    from triton.runtime import _async_compile  # noqa: F401 - Triton 3.5+: what the pool needs
+    monkeypatch.setenv("FCOMPILE_CACHE_DIR", str(tmp_path))  # no tuning result from an earlier run
+    monkeypatch.setenv("FCOMPILE_COMPILE_THREADS", "8")
+    compiles = []
+
+    def record(**kw):
+        compiles.append((getattr(kw["fn"], "name", kw.get("repr")), kw["is_manual_warmup"]))
+        return False  # compile as usual
+
+    monkeypatch.setattr(knobs.runtime, "jit_cache_hook", record)
+
+    def fn(x, w, b, table, idx, big):  # constants of its own: no other test compiled these kernels
+        h = F.gelu(F.layer_norm(x, (2048,), w, b)) * 1.2371
+        return h, table[idx].sum(-1) * 0.731, big.sum() * 0.377
+
+    torch.manual_seed(0)
+    args = (torch.randn(4096, 2048, device="cuda"), torch.randn(2048, device="cuda"),
+            torch.randn(2048, device="cuda"), torch.randn(1000, 64, device="cuda"),
+            torch.randint(0, 1000, (8192,), device="cuda"), torch.randn(1 << 24, device="cuda"))
+    compiled = cc.compile(fn)
+    for actual, expected in zip(compiled(*args), fn(*args)):
+        torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    s = compiled.session
+    assert not [g.fallback_reason for g in s.all_records() if g.fell_back]
+    log = s.graphs[0].artifact.tuning_log
+    assert any(line.startswith("compiled ahead:") for line in log), log
+    assert any(warm for _, warm in compiles), compiles
+    assert [name for name, warm in compiles if not warm] == [], (compiles, log)
+
+
 def test_reduce_overhead_replays_a_cuda_graph():
     def tiny_chain(x):
         for _ in range(20):

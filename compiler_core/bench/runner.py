@@ -298,6 +298,9 @@ def _use_private_caches(with_inductor: bool) -> None:
     ours = tempfile.mkdtemp(prefix="fcompile-bench-")
     os.environ["FCOMPILE_CACHE_DIR"] = ours  # read by compiler_core.runtime.build.cache_dir()
     atexit.register(shutil.rmtree, ours, ignore_errors=True)
+    # Triton's own binaries (~/.triton/cache by default) too: a second run on one machine would load
+    # every kernel from disk and read as a cold compile. Inductor puts its binaries there as well.
+    os.environ["TRITON_CACHE_DIR"] = os.path.join(ours, "triton")
     if with_inductor:
         atexit.register(shutil.rmtree, inductor.use_private_cache_dir(), ignore_errors=True)
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -19,9 +19,10 @@ from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
 from compiler_core.codegen.triton.kernel import ASSERT_OPTIONS, launch_grid
 from compiler_core.ir.graph import Buffer, LoopGraph
-from compiler_core.ir.symbolic import example_values, hint
+from compiler_core.ir.symbolic import example_values, hint, is_symbolic
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
+from compiler_core.runtime.parallel_compile import WarmLaunch, compile_ahead
 
 REPEATS = 20
 # The heuristic config (the first candidate) stays unless another is faster by more than this share:
@@ -35,6 +36,7 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
     """(kernel name -> chosen config, a readable tuning log)."""
     chosen: dict[str, dict] = {}
     log: list[str] = []
+    to_tune: list[KernelSource] = []
     for kernel in kernels:
         if not kernel.config_space:
             continue
@@ -47,6 +49,14 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
             chosen[kernel.name] = cached
             log.append(f"{kernel.name}: cached tuning result {cached}")
             continue
+        to_tune.append(kernel)
+    if graph.device == "cuda":
+        # Every candidate the timing loop launches and every launch of a kernel whose config is known,
+        # compiled at once; the tuned kernels' own launches (compile options of their own) after them.
+        known = [k for k in kernels if k.name in chosen]
+        log.append(_compile_ahead(lambda: _timing_launches(to_tune, loaded, graph)
+                                  + _host_launches(known, chosen, loaded, graph)))
+    for kernel in to_tune:
         try:
             with _compat.real_tensors():
                 timings = _time_configs(kernel, loaded.functions[kernel.name], _buffers(graph))
@@ -59,7 +69,16 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
         _write_cache(kernel, best)
         log.append(f"{kernel.name}: " + ", ".join(f"{_short(c)} {ms * 1000:.1f}us" for c, ms in timings)
                    + f" -> {_short(best)}")
-    return chosen, tuple(log)
+    if to_tune:
+        log.append(_compile_ahead(lambda: _host_launches(to_tune, chosen, loaded, graph)))
+    return chosen, tuple(line for line in log if line)
+
+
+def _compile_ahead(launches: Callable[[], list[WarmLaunch]]) -> str:
+    try:
+        return compile_ahead(launches())
+    except Exception as exc:  # noqa: BLE001 - compiling ahead saves time only: the launches compile in line
+        return f"compiling ahead skipped ({type(exc).__name__}: {exc}); each launch compiles in line"
 
 
 def pick_config(timings: list[tuple[dict, float]], heuristic: dict) -> dict:
@@ -94,16 +113,62 @@ def _random_tensor(buf: Buffer) -> torch.Tensor:
     return t.random_(0, 8)
 
 
+def _grid(kernel: KernelSource, config: dict) -> tuple:
+    # A literal tuple such as (4096,), or one over the size symbols: ((s0*s1 + 1023) // 1024,)
+    return eval(launch_grid(kernel.xnumel, config, kernel.segments), {}, dict(example_values()))
+
+
+def _timed(config: dict) -> dict:
+    # Timed with its device asserts compiled out: the random index tensors here may point outside
+    # the tables they index, which the kernel clamps in range but an assert would stop the GPU on.
+    return {k: v for k, v in config.items() if k not in ASSERT_OPTIONS}
+
+
+def _timing_launches(kernels: list[KernelSource], loaded: LoadedKernels, graph: LoopGraph) -> list[WarmLaunch]:
+    """The launches `_time_configs` makes, tensors given by dtype."""
+    buffers, sizes = _buffers(graph), example_values()
+    out = []
+    for kernel in kernels:
+        args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
+        for config in kernel.config_space:
+            timed = _timed(config)
+            out.append(WarmLaunch(loaded.functions[kernel.name], _grid(kernel, config), args,
+                                  tuple(timed.items())))
+    return out
+
+
+def _host_launches(kernels: list[KernelSource], chosen: dict[str, dict], loaded: LoadedKernels,
+                   graph: LoopGraph) -> list[WarmLaunch]:
+    """The launches the host program makes (codegen/wrapper.py's `launch`), tensors given by dtype: one
+    per kernel, or one per stage of a split reduction, whose stages also take its workspaces."""
+    buffers, sizes = _buffers(graph), example_values()
+    out = []
+    for kernel in kernels:
+        config = chosen[kernel.name]
+        args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
+        if kernel.split is None:
+            out.append(WarmLaunch(loaded.functions[kernel.name], _grid(kernel, config), args,
+                                  tuple(config.items())))
+            continue
+        split = kernel.split
+        spaces = tuple(dtype for _, dtype in split.workspaces)
+        for function, kind in split.stages:
+            meta = config if kind == "chunks" else split.row_config
+            if function not in loaded.functions or is_symbolic(kernel.xnumel):
+                continue  # a stage's grid over symbolic sizes: left to its launch
+            blocks = -(-kernel.xnumel // meta["XBLOCK"])
+            grid = (blocks, split.programs) if kind == "chunks" else (blocks,)
+            out.append(WarmLaunch(loaded.functions[function], grid, args + spaces, tuple(meta.items())))
+    return out
+
+
 def _time_configs(kernel: KernelSource, fn: Any, buffers: dict[str, Buffer]) -> list[tuple[dict, float]]:
     sizes = example_values()
     args = [_random_tensor(buffers[name]) for name in kernel.signature] + [sizes[s] for s in kernel.size_args]
     results = []
     for config in kernel.config_space:
-        # A literal tuple such as (4096,), or one over the size symbols: ((s0*s1 + 1023) // 1024,)
-        grid = eval(launch_grid(kernel.xnumel, config, kernel.segments), {}, dict(sizes))
-        # Timed with its device asserts compiled out: the random index tensors here may point outside
-        # the tables they index, which the kernel clamps in range but an assert would stop the GPU on.
-        timed = {k: v for k, v in config.items() if k not in ASSERT_OPTIONS}
+        grid = _grid(kernel, config)
+        timed = _timed(config)
         try:
             fn[grid](*args, **timed)  # compile and warm up
             torch.cuda.synchronize()
