@@ -39,6 +39,7 @@ from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
 from compiler_core.runtime.build import build_program, load_kernels
 from compiler_core.runtime.check import KernelChecker
+from compiler_core.runtime.parallel_compile import start_workers
 from compiler_core.schedule.epilogues import schedule_with_epilogues
 from compiler_core.schedule.gather_inline import inline_into_gathers
 from compiler_core.schedule.index_inline import inline_index_computations
@@ -230,6 +231,8 @@ class CompiledFunction:
 
     def _backend(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
         session = self._call_session()
+        if any(isinstance(t, torch.Tensor) and t.device.type == "cuda" for t in example_inputs):
+            start_workers()  # they start while Dynamo, AOT and our stages run; first used by autotuning
         try:
             captured = capture_graph(gm, example_inputs, len(session.graphs))
         except Exception as exc:  # noqa: BLE001 - never fail the user's call over bookkeeping

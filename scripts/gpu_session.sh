@@ -4,7 +4,8 @@
 #   GPU_TESTS=1                      the -m gpu tests (tests/test_gpu.py, test_views_gpu.py, test_symbolic.py)
 #   DYN=llama,bert DYN_DTYPES=fp32,bf16 DYN_T=300    scripts/zoo_dynamic.py, inference
 #   TRAIN=gpt2,llama TRAIN_DTYPES=fp32 TRAIN_T=200   scripts/zoo_dynamic.py --mode training
-#   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table)
+#   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table;
+#     ZOO_ARGS="--no-inductor --mask with" passes more of its options)
 #   BENCH=1 BENCH_ONLY=gpt_block BENCH_T=300   python -m compiler_core.bench --device cuda (all workloads by default)
 #   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
 set -uo pipefail
@@ -24,7 +25,7 @@ stage() {  # stage NAME SECONDS COMMAND...
 [ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py -q -p no:cacheprovider -p no:logging
 [ -n "${DYN:-}" ] && stage dyn "${DYN_T:-300}" python3 scripts/zoo_dynamic.py --device cuda --names "$DYN" --dtypes "${DYN_DTYPES:-fp32,bf16}"
 [ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
-[ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json"
+[ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json" ${ZOO_ARGS:-}
 [ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json" ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 if [ -n "${PROFILE:-}" ]; then
   for w in ${PROFILE//,/ }; do

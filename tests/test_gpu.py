@@ -3,6 +3,8 @@
 Run on a machine with a GPU: `python -m pytest -m gpu tests/test_gpu.py`.  Skipped without CUDA.
 """
 
+import os
+import re
 import subprocess
 import sys
 
@@ -67,14 +69,15 @@ def test_autotuning_times_candidate_configs_and_caches_the_choice():
     assert any("cached" in line for line in again.session.graphs[0].artifact.tuning_log)
 
 
-def test_every_launch_is_compiled_ahead_on_threads_and_none_compiles_in_line(tmp_path, monkeypatch):
+def test_every_launch_is_compiled_ahead_and_none_compiles_in_line(tmp_path, monkeypatch):
     """runtime/parallel_compile.py: the tuning candidates and the host program's launches (a tuned row
-    kernel, a gather with device asserts, a split full reduction) compile on the pool before anything
-    runs, so no launch compiles in line; and the values are eager's."""
+    kernel, a gather with device asserts, a split full reduction) compile on the workers and threads
+    before anything runs, so no launch compiles in line; and the values are eager's."""
     knobs = pytest.importorskip("triton.knobs")
     from triton.runtime import _async_compile  # noqa: F401 - Triton 3.5+: what the pool needs
     monkeypatch.setenv("FCOMPILE_CACHE_DIR", str(tmp_path))  # no tuning result from an earlier run
     monkeypatch.setenv("FCOMPILE_COMPILE_THREADS", "8")
+    monkeypatch.setenv("FCOMPILE_COMPILE_WORKERS", "1")  # opt-in (parallel_compile.py says why)
     compiles = []
 
     def record(**kw):
@@ -82,6 +85,10 @@ def test_every_launch_is_compiled_ahead_on_threads_and_none_compiles_in_line(tmp
         return False  # compile as usual
 
     monkeypatch.setattr(knobs.runtime, "jit_cache_hook", record)
+    from compiler_core.runtime import parallel_compile
+
+    parallel_compile.start_workers()
+    assert parallel_compile._WORKERS and all(w.wait_ready() for w in parallel_compile._WORKERS)
 
     def fn(x, w, b, table, idx, big):  # constants of its own: no other test compiled these kernels
         h = F.gelu(F.layer_norm(x, (2048,), w, b)) * 1.2371
@@ -97,9 +104,48 @@ def test_every_launch_is_compiled_ahead_on_threads_and_none_compiles_in_line(tmp
     s = compiled.session
     assert not [g.fallback_reason for g in s.all_records() if g.fell_back]
     log = s.graphs[0].artifact.tuning_log
-    assert any(line.startswith("compiled ahead:") for line in log), log
+    ahead = [line for line in log if line.startswith("compiled ahead:")]
+    assert ahead and re.search(r"\(([1-9]\d*) by \d+ workers", ahead[0]), log  # the workers took some
     assert any(warm for _, warm in compiles), compiles
     assert [name for name, warm in compiles if not warm] == [], (compiles, log)
+    # The workers compile without a CUDA context of their own (each would hold ~500 MiB of the GPU).
+    smi = subprocess.run(["nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"],
+                         capture_output=True, text=True)
+    on_gpu = {int(p) for p in smi.stdout.split() if p.strip().isdigit()} if smi.returncode == 0 else set()
+    if os.getpid() in on_gpu:  # pids as this process sees them (not a container's host pids)
+        assert not on_gpu & {w.process.pid for w in parallel_compile._WORKERS}, smi.stdout
+
+
+def test_a_compile_workers_binary_is_the_one_this_process_loads(tmp_path, monkeypatch):
+    """A worker (which imports neither torch nor a CUDA context) files its binary under the key this
+    process's own compile of the same launch looks up: this process then loads it and files nothing."""
+    pytest.importorskip("triton.runtime._async_compile")
+    from compiler_core import _compat
+    from compiler_core.runtime.parallel_compile import WarmLaunch, _gpu_target, _Worker
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))
+    source = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+              "def copy_scaled(x, y, n, XBLOCK: tl.constexpr):\n"
+              "    o = tl.arange(0, XBLOCK)\n"
+              "    tl.store(x + o, tl.load(y + o, mask=o < n).to(tl.float32) * 0.6173, mask=o < n)\n")
+    fn = _compat.exec_triton_module(source, f"<worker test {tmp_path.name}>", False)["copy_scaled"]
+    launch = WarmLaunch(fn, "copy_scaled", (1,), (torch.float32, torch.bfloat16, 48),
+                        (("XBLOCK", 64), ("num_warps", 4)))
+    worker = _Worker(_gpu_target())
+    try:
+        assert worker.wait_ready() and worker.compile(launch.job("worker-test"), source)
+    finally:
+        worker.close()
+    def kernels_filed():  # Triton's driver files its own launcher module there too: binaries only
+        return sorted(p.parent.name for p in tmp_path.rglob("*.cubin"))
+
+    filed = kernels_filed()
+    assert filed, "the worker filed nothing"
+    x, y = torch.zeros(64, device="cuda"), torch.randn(64, device="cuda", dtype=torch.bfloat16)
+    fn[(1,)](x, y, 48, XBLOCK=64, num_warps=4)
+    assert kernels_filed() == filed  # loaded from disk, not compiled again
+    torch.testing.assert_close(x[:48], y[:48].float() * 0.6173)
+    assert (x[48:] == 0).all()
 
 
 def test_reduce_overhead_replays_a_cuda_graph():

@@ -32,14 +32,44 @@ def test_the_launches_compiled_ahead_are_the_host_programs_launches():
     loaded = LoadedKernels(functions={f: f for f in names}, cache_hit=False)  # functions named by their names
     launches = autotune._host_launches(list(kernels), record.artifact.chosen_configs, loaded, record.loops)
     assert [(w.fn, w.grid) for w in launches] == _launch_sites(record.wrapper.source)
+    assert all(w.fn == w.function for w in launches)  # a worker finds the function by this name
     for w in launches:  # tensors by dtype, sizes as the ints the host program passes
         assert all(isinstance(a, (torch.dtype, int)) for a in w.args), w
 
 
 def test_without_a_gpu_nothing_is_compiled_ahead(monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
-    assert compile_ahead([WarmLaunch("k", (1,), (torch.float32,), (("XBLOCK", 64),))]) == ""
+    launch = WarmLaunch("k", "k", (1,), (torch.float32, 4096), (("XBLOCK", 64),))
+    assert compile_ahead([launch], ("digest", "source")) == ""
+    assert launch.job("digest")["args"] == [["dtype", "float32"], ["int", 4096]]  # what a worker reads
     monkeypatch.setenv("FCOMPILE_COMPILE_THREADS", "1")
     assert compile_threads() == 1
     monkeypatch.setenv("FCOMPILE_COMPILE_THREADS", "many")
     assert compile_threads() >= 1  # an unreadable setting: the default, capped at the machine's cores
+
+
+def test_a_compile_worker_answers_each_job_and_files_the_binary_in_tritons_cache(tmp_path, monkeypatch):
+    """The worker's protocol (runtime/compile_worker.py): ready once imported, one answer per job, the
+    module text sent once and kept; a job that fails (no such function) is answered with its error and
+    the worker takes the next; a job that compiles leaves a cubin in the parent's Triton cache. The
+    worker never touches a GPU (its driver only names the target), so this runs on the CPU machine."""
+    from compiler_core.codegen.triton.ahead import nvidia_target_available
+    from compiler_core.runtime.parallel_compile import _Worker
+
+    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path))  # read by each job, as the parent's now
+    source = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+              "def k(x, XBLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, XBLOCK), 1.0)\n")
+    worker = _Worker(["cuda", 90, 32])  # an H200 target
+    try:
+        assert worker.wait_ready()
+        job = WarmLaunch(None, "missing", (1,), (torch.float32,), (("XBLOCK", 64),)).job("digest")
+        assert worker.compile(job, source) is False and worker.alive
+        assert "digest" in worker.modules  # the text went once
+        job = WarmLaunch(None, "k", (1,), (torch.float32,), (("XBLOCK", 64),)).job("digest")
+        assert worker.compile(job, None) is nvidia_target_available() and worker.alive
+    finally:
+        worker.close()
+        worker.process.wait(timeout=30)
+    assert worker.process.returncode == 0  # it left at the end of its input
+    if nvidia_target_available():
+        assert list(tmp_path.rglob("k.cubin")), sorted(p.name for p in tmp_path.rglob("*"))

@@ -23,6 +23,7 @@ from compiler_core.ir.symbolic import example_values, hint, is_symbolic
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
 from compiler_core.runtime.parallel_compile import WarmLaunch, compile_ahead
+from compiler_core.runtime.triton_load import triton_module
 
 REPEATS = 20
 # The heuristic config (the first candidate) stays unless another is faster by more than this share:
@@ -54,7 +55,7 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
         # Every candidate the timing loop launches and every launch of a kernel whose config is known,
         # compiled at once; the tuned kernels' own launches (compile options of their own) after them.
         known = [k for k in kernels if k.name in chosen]
-        log.append(_compile_ahead(lambda: _timing_launches(to_tune, loaded, graph)
+        log.append(_compile_ahead(kernels, lambda: _timing_launches(to_tune, loaded, graph)
                                   + _host_launches(known, chosen, loaded, graph)))
     for kernel in to_tune:
         try:
@@ -70,13 +71,13 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
         log.append(f"{kernel.name}: " + ", ".join(f"{_short(c)} {ms * 1000:.1f}us" for c, ms in timings)
                    + f" -> {_short(best)}")
     if to_tune:
-        log.append(_compile_ahead(lambda: _host_launches(to_tune, chosen, loaded, graph)))
+        log.append(_compile_ahead(kernels, lambda: _host_launches(to_tune, chosen, loaded, graph)))
     return chosen, tuple(line for line in log if line)
 
 
-def _compile_ahead(launches: Callable[[], list[WarmLaunch]]) -> str:
+def _compile_ahead(kernels: tuple[KernelSource, ...], launches: Callable[[], list[WarmLaunch]]) -> str:
     try:
-        return compile_ahead(launches())
+        return compile_ahead(launches(), triton_module(kernels, interpret=False))
     except Exception as exc:  # noqa: BLE001 - compiling ahead saves time only: the launches compile in line
         return f"compiling ahead skipped ({type(exc).__name__}: {exc}); each launch compiles in line"
 
@@ -132,7 +133,7 @@ def _timing_launches(kernels: list[KernelSource], loaded: LoadedKernels, graph: 
         args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
         for config in kernel.config_space:
             timed = _timed(config)
-            out.append(WarmLaunch(loaded.functions[kernel.name], _grid(kernel, config), args,
+            out.append(WarmLaunch(loaded.functions[kernel.name], kernel.name, _grid(kernel, config), args,
                                   tuple(timed.items())))
     return out
 
@@ -147,7 +148,7 @@ def _host_launches(kernels: list[KernelSource], chosen: dict[str, dict], loaded:
         config = chosen[kernel.name]
         args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
         if kernel.split is None:
-            out.append(WarmLaunch(loaded.functions[kernel.name], _grid(kernel, config), args,
+            out.append(WarmLaunch(loaded.functions[kernel.name], kernel.name, _grid(kernel, config), args,
                                   tuple(config.items())))
             continue
         split = kernel.split
@@ -158,7 +159,7 @@ def _host_launches(kernels: list[KernelSource], chosen: dict[str, dict], loaded:
                 continue  # a stage's grid over symbolic sizes: left to its launch
             blocks = -(-kernel.xnumel // meta["XBLOCK"])
             grid = (blocks, split.programs) if kind == "chunks" else (blocks,)
-            out.append(WarmLaunch(loaded.functions[function], grid, args + spaces, tuple(meta.items())))
+            out.append(WarmLaunch(loaded.functions[function], function, grid, args + spaces, tuple(meta.items())))
     return out
 
 

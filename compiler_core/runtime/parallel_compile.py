@@ -1,17 +1,23 @@
-"""Compile many Triton launches at once, on a thread pool, before any of them runs.
+"""Compile many Triton launches at once, before any of them runs: on worker processes, then on threads.
 
 A kernel compiles at its first launch, one after another: on the H200 a cold training step spent most
-of its compile time there (gpt_block: 4.7 s of autotuning, ~4 s of first launches; each candidate config
-of each kernel is a full TTIR -> LLVM -> PTX -> cubin pipeline of 50-300 ms). Triton 3.5+ can run
-those pipelines in worker threads (`triton.AsyncCompileMode`: MLIR, LLVM and ptxas release the GIL):
-inside the mode, `fn.warmup(...)` only submits a compile and returns; leaving the mode waits for all of
-them and files each binary in the function's in-process cache under the same key the real launch
-computes. So the later launches, the timing loop's and the host program's, find their binary ready.
+of its compile time there (gpt_block: 6.4 s of autotuning, ~5 s of first launches; each candidate config
+of each kernel is a full TTIR -> LLVM -> PTX -> cubin pipeline of 50-300 ms).
+
+Two steps. First, compile workers (runtime/compile_worker.py, started in the background when the first
+CUDA graph compiles) run the launches' compiles, many at once, and file the binaries in Triton's disk
+cache. Then this process warms the same launches inside `triton.AsyncCompileMode` (Triton 3.5+): each
+`fn.warmup(...)` submits its compile to a thread pool, which finds the worker's binary on disk (or, for
+a launch no worker reached, compiles it: MLIR, LLVM and ptxas release the GIL, Triton's Python front
+end does not, so threads alone gain about 1.5x); leaving the mode files every binary in the function's
+in-process cache under the key the real launch computes. The timing loop's launches and the host
+program's then find their binary ready. A launch the workers have not reached while this process is
+idle is taken by this process too, so a small graph never waits for the workers to start.
 
 The key (PITFALLS.md: a binary per specialization) holds each tensor's dtype and 16-byte alignment and
 each integer's value class. Warm-up passes torch dtypes, which Triton wraps as tensors at address 0
 (aligned), and the very integers the launch passes: the same key as a launch on fresh allocations. A
-launch on a misaligned view simply compiles its own binary at launch, as it did before.
+launch on a misaligned view compiles its own binary at launch, as it did before.
 
 Nothing here changes what runs: a warm-up that fails (a config the compiler rejects) is forgotten, and
 that launch compiles, or fails, in line exactly as without this module.
@@ -19,7 +25,13 @@ that launch compiles, or fails, in line exactly as without this module.
 
 from __future__ import annotations
 
+import atexit
+import json
 import os
+import queue
+import subprocess
+import sys
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -27,19 +39,29 @@ from typing import Any, Optional
 
 import torch
 
-# FCOMPILE_COMPILE_THREADS=1 turns the pool off (every compile at its launch, in line).
+from compiler_core.runtime import compile_worker
+
+# FCOMPILE_COMPILE_THREADS: compile workers and threads; 1 compiles every launch in line, at its launch.
 DEFAULT_THREADS = 16
 
 
 @dataclass(frozen=True)
 class WarmLaunch:
-    """One launch to compile ahead: the JIT function, its grid, its positional arguments as the launch
-    passes them (tensors given by dtype) and its meta-parameters and compile options."""
+    """One launch to compile ahead: the JIT function (and its name in the module), its grid, its
+    positional arguments as the launch passes them (tensors given by dtype) and its meta-parameters
+    and compile options."""
 
     fn: Any
+    function: str
     grid: tuple
     args: tuple
     meta: tuple[tuple[str, Any], ...]
+
+    def job(self, key: str) -> dict:
+        args = [["dtype", str(a).rsplit(".", 1)[-1]] if isinstance(a, torch.dtype) else ["int", int(a)]
+                for a in self.args]
+        return {"key": key, "function": self.function, "args": args, "grid": [int(g) for g in self.grid],
+                "meta": dict(self.meta), "cache_dir": os.environ.get("TRITON_CACHE_DIR")}
 
 
 def compile_threads() -> int:
@@ -58,15 +80,162 @@ def _async_mode() -> Optional[type]:
     return AsyncCompileMode
 
 
-def compile_ahead(launches: list[WarmLaunch]) -> str:
-    """Compiles the launches on a thread pool; returns one line for the tuning log ("" when nothing ran)."""
+class _Worker:
+    """One compile worker process and what it has been sent."""
+
+    def __init__(self, target: list) -> None:
+        env = {**os.environ, "TRITON_INTERPRET": "0", "FCOMPILE_WORKER_TARGET": json.dumps(target)}
+        self.process = subprocess.Popen([sys.executable, compile_worker.__file__],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                        stderr=subprocess.DEVNULL, text=True, env=env)
+        self.modules: set[str] = set()  # module digests whose text it holds
+        self.ready = threading.Event()
+        self.alive = True
+        self.lock = threading.Lock()  # one job at a time on its pipe
+
+    def wait_ready(self) -> bool:
+        with self.lock:
+            return self._wait_ready()
+
+    def _wait_ready(self) -> bool:
+        if not self.ready.is_set():
+            line = self._answer()
+            if line is None or not line.get("ready"):
+                self.alive = False
+                return False
+            self.ready.set()
+        return True
+
+    def compile(self, job: dict, source: str) -> bool:
+        """Sends one job and waits for its answer; False where it failed or the worker is gone."""
+        with self.lock:
+            return self._compile(job, source)
+
+    def _compile(self, job: dict, source: str) -> bool:
+        if job["key"] not in self.modules:
+            job = {**job, "source": source}
+        try:
+            self.process.stdin.write(json.dumps(job) + "\n")
+            self.process.stdin.flush()
+        except (OSError, ValueError):
+            self.alive = False
+            return False
+        self.modules.add(job["key"])
+        answer = self._answer()
+        if answer is None:
+            self.alive = False
+            return False
+        return bool(answer.get("ok"))
+
+    def _answer(self) -> Optional[dict]:
+        while True:  # a line some library printed is not an answer
+            line = self.process.stdout.readline()
+            if not line:
+                return None
+            try:
+                answer = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(answer, dict) and ("ok" in answer or "ready" in answer):
+                return answer
+
+    def close(self) -> None:
+        try:
+            self.process.stdin.close()
+        except OSError:
+            pass
+
+
+_WORKERS: list[_Worker] = []
+_WORKERS_LOCK = threading.Lock()
+
+
+def start_workers() -> None:
+    """Starts the compile workers in the background (they import torch and Triton: a few seconds),
+    once per process, where there is a GPU and more than one thread is allowed."""
+    if os.environ.get("FCOMPILE_COMPILE_WORKERS", "0") != "1" or compile_threads() < 2:
+        return
+    if not torch.cuda.is_available() or _async_mode() is None:
+        return
+    with _WORKERS_LOCK:
+        if _WORKERS:
+            return
+        try:
+            _WORKERS.extend(_Worker(_gpu_target()) for _ in range(compile_threads()))
+        except Exception:  # noqa: BLE001 - no processes to be had, or no target to name: threads only
+            return
+        atexit.register(_stop_workers)
+
+
+def _gpu_target() -> list:
+    """This process's Triton target (backend, arch, warp size): what the workers compile for."""
+    from triton.runtime.driver import driver
+
+    target = driver.active.get_current_target()
+    return [target.backend, target.arch, target.warp_size]
+
+
+def _stop_workers() -> None:
+    for w in _WORKERS:
+        w.close()
+
+
+def _on_workers(launches: list[WarmLaunch], key: str, source: str) -> tuple[int, int]:
+    """Runs the launches' compiles on the workers, and on one thread of this process for those no
+    worker has taken while it is free. Returns (compiled by workers, compiled here)."""
+    jobs: queue.Queue = queue.Queue()
+    for launch in launches:
+        jobs.put(launch)
+    counts = {"workers": 0, "here": 0}
+    lock = threading.Lock()
+
+    def drain(worker: Optional[_Worker]) -> None:
+        if worker is not None and not worker.wait_ready():
+            return
+        while True:
+            try:
+                launch = jobs.get_nowait()
+            except queue.Empty:
+                return
+            if worker is None:
+                try:
+                    launch.fn.warmup(*launch.args, grid=launch.grid, **dict(launch.meta))
+                except Exception:  # noqa: BLE001 - the launch compiles, or fails, in line later
+                    pass
+                else:
+                    with lock:
+                        counts["here"] += 1
+            elif worker.compile(launch.job(key), source):
+                with lock:
+                    counts["workers"] += 1
+            elif not worker.alive:
+                return
+
+    # Two threads of this process compile too (more gain little: Triton's front end holds the GIL), so
+    # a graph compiled while the workers still start does not wait for them.
+    threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in [*_WORKERS, None, None]]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return counts["workers"], counts["here"]
+
+
+def compile_ahead(launches: list[WarmLaunch], module: tuple[str, str]) -> str:
+    """Compiles the launches (module: the kernels' module digest and text); returns one line for the
+    tuning log ("" when nothing ran)."""
     distinct = list(dict.fromkeys(launches))
     mode_class = _async_mode()
     threads = compile_threads()
     if not distinct or mode_class is None or threads < 2 or not torch.cuda.is_available():
         return ""
     start = time.perf_counter()
+    on_workers = ""
+    if _WORKERS and any(w.alive for w in _WORKERS):
+        by_workers, here = _on_workers(distinct, *module)
+        on_workers = f" ({by_workers} by {len(_WORKERS)} workers, {here} here)"
     failed = 0
+    # Into this process's kernel caches: the workers' binaries load from disk; any other compiles here.
     with ThreadPoolExecutor(threads, thread_name_prefix="fcompile-triton") as pool:
         try:
             mode = mode_class(pool, ignore_errors=True)
@@ -83,5 +252,5 @@ def compile_ahead(launches: list[WarmLaunch]) -> str:
             return (f"compiled ahead on {threads} threads: stopped after {time.perf_counter() - start:.2f} s "
                     f"({type(exc).__name__}); the other launches compile in line")
     note = f", {failed} refused" if failed else ""
-    return (f"compiled ahead: {len(distinct)} kernel binaries on {threads} threads in "
+    return (f"compiled ahead: {len(distinct)} kernel binaries{on_workers} in "
             f"{time.perf_counter() - start:.2f} s{note}")

@@ -21,9 +21,14 @@ def triton_module_source(kernels: tuple[KernelSource, ...], interpret: bool) -> 
     return "\n".join(header) + "\n" + helpers + "\n\n" + "\n\n\n".join(k.source for k in kernels) + "\n"
 
 
-def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:
+def triton_module(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[str, str]:
+    """(digest, text) of the kernels' module: what load_triton execs, and compile workers exec too."""
     source = triton_module_source(kernels, interpret)
-    key = cache.digest(source, str(interpret), cache.runtime_identity("cpu" if interpret else "cuda"))
+    return cache.digest(source, str(interpret), cache.runtime_identity("cpu" if interpret else "cuda")), source
+
+
+def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:
+    key, source = triton_module(kernels, interpret)
     if key in _LOADED_TRITON:
         return _LOADED_TRITON[key], True
     # The file is for people (and tools) reading the kernels; it is never read back: what runs is the
