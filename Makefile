@@ -64,7 +64,7 @@ chromium:
 	fi
 
 test: venv chromium
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --durations=15
 
 test-e2e: venv chromium
 	$(PY) -m pytest -q tests/test_e2e_lab.py

@@ -73,3 +73,38 @@ def test_a_compile_worker_answers_each_job_and_files_the_binary_in_tritons_cache
     assert worker.process.returncode == 0  # it left at the end of its input
     if nvidia_target_available():
         assert list(tmp_path.rglob("k.cubin")), sorted(p.name for p in tmp_path.rglob("*"))
+
+
+def test_launches_of_a_symbolic_graph_are_named_at_the_example_sizes(monkeypatch):
+    """dynamic=True: the launches compiled ahead are taken inside the compile, where the size symbols
+    have example values; each grid and size argument comes out as a plain int (a split reduction over
+    symbolic sizes is left to its launch)."""
+    from compiler_core import api
+    from compiler_core.ir.symbolic import example_values
+
+    seen = []
+    real = api.choose_configs
+
+    def choose_and_list(kernels, loaded, graph):
+        configs, log = real(kernels, loaded, graph)
+        tuned = [k for k in kernels if len(k.config_space) > 1]
+        seen.append((autotune._host_launches(list(kernels), configs, loaded, graph)
+                     + autotune._timing_launches(tuned, loaded, graph), dict(example_values())))
+        return configs, log
+
+    monkeypatch.setattr(api, "choose_configs", choose_and_list)
+
+    def fn(x, w):
+        return torch.softmax(x @ w, -1) * 2, (x * 3).sum(-1)
+
+    compiled = cc.compile(fn, backend="triton", dynamic=True)
+    for rows in (5, 9):
+        args = (torch.randn(rows, 16), torch.randn(16, 24))
+        for actual, expected in zip(compiled(*args), fn(*args)):
+            torch.testing.assert_close(actual, expected, rtol=1e-4, atol=1e-4)
+    assert any(g.symbolic for g in compiled.session.graphs), "expected a symbolic compilation"
+    launches, sizes = seen[0]
+    assert launches and sizes
+    for w in launches:
+        assert all(isinstance(g, int) for g in w.grid), w
+        assert all(isinstance(a, (torch.dtype, int)) for a in w.args), w
