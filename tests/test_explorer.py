@@ -302,3 +302,23 @@ def test_kernels_tab_shows_the_host_program_and_timing_the_compile_time_per_stag
     stages = dict(rows)
     assert list(stages)[:-1] == list(session.timings) and list(stages)[-1] == "total"
     assert float(stages["total"]) == pytest.approx(sum(session.timings.values()) * 1e3, abs=0.1)
+
+
+def test_the_timing_view_lists_each_graphs_kernels_compiled_ahead():
+    """GPU compiles log `compiled ahead: ...` per graph (runtime/parallel_compile.py); the timing view lists
+    those lines by graph so "autotune" in the stage table is explained. Other tuning lines stay out."""
+    from types import SimpleNamespace
+
+    from explorer.views.timing import compiled_ahead_lines
+
+    def record(index, part, log):
+        return SimpleNamespace(captured=SimpleNamespace(index=index), part=part,
+                               artifact=SimpleNamespace(tuning_log=log))
+
+    session = SimpleNamespace(all_records=lambda: [
+        record(0, "forward", ("k0: heuristic config {}", "compiled ahead: 13 kernel binaries on 16 threads in 2.15 s")),
+        record(0, "backward", ("compiling ahead skipped (KeyError: 'x'); each launch compiles in line",)),
+        record(1, "forward", ()), SimpleNamespace(captured=SimpleNamespace(index=2), part="forward", artifact=None)])
+    assert compiled_ahead_lines(session) == [
+        ("0 (forward)", "compiled ahead: 13 kernel binaries on 16 threads in 2.15 s"),
+        ("0 (backward)", "compiling ahead skipped (KeyError: 'x'); each launch compiles in line")]

@@ -30,7 +30,24 @@ def render(exp: Exploration) -> str:
         rows = [(stage, f"{seconds * 1e3:.1f}") for stage, seconds in compile_times.items()]
         rows.append(("total", f"{sum(compile_times.values()) * 1e3:.1f}"))
         parts.append("<h3>Compile time per stage</h3>" + table(["stage", "ms"], rows, numeric=(1,)))
+        ahead = compiled_ahead_lines(exp.session)
+        if ahead:
+            parts.append('<p class="fxe-note">On the GPU, "autotune" includes compiling every kernel: the '
+                         "tuning candidates and the host program's launches are compiled at once, before "
+                         "the first run, so no launch compiles in line.</p>"
+                         + table(["graph", "compiled ahead"], ahead))
     return "".join(parts)
+
+
+def compiled_ahead_lines(session) -> list[tuple[str, str]]:
+    """(graph, line) for each "compiled ahead" line of the graphs' tuning logs (GPU compiles only)."""
+    out = []
+    for record in session.all_records():
+        artifact = getattr(record, "artifact", None)
+        for line in getattr(artifact, "tuning_log", ()) or ():
+            if line.startswith(("compiled ahead", "compiling ahead")):
+                out.append((f"{record.captured.index} ({record.part})", line))
+    return out
 
 
 def verdict_html(timing: TimingResult, train: bool = False) -> str:
