@@ -108,3 +108,48 @@ def test_launches_of_a_symbolic_graph_are_named_at_the_example_sizes(monkeypatch
     for w in launches:
         assert all(isinstance(g, int) for g in w.grid), w
         assert all(isinstance(a, (torch.dtype, int)) for a in w.args), w
+
+
+def test_compiling_takes_the_ready_workers_and_runs_each_launch_once(monkeypatch):
+    """Only workers that said ready take jobs (compiling never waits for one to start); each launch is
+    compiled once, by a worker or by this process's threads; a worker that dies leaves its jobs to the
+    others."""
+    import threading
+
+    from compiler_core.runtime import parallel_compile as pc
+
+    class FakeWorker:
+        def __init__(self, ready: bool, alive: bool = True, dies_after: int = 10**9):
+            self.ready, self.alive, self.left, self.done = threading.Event(), alive, dies_after, []
+            if ready:
+                self.ready.set()
+
+        def compile(self, job, source):
+            if self.left == 0:
+                self.alive = False
+                return False
+            self.left -= 1
+            self.done.append(job["function"])
+            return True
+
+    class Fn:
+        def __init__(self):
+            self.here = []
+
+        def warmup(self, *args, grid, **meta):
+            self.here.append(meta["XBLOCK"])
+
+    ready, starting, gone, dying = FakeWorker(True), FakeWorker(False), FakeWorker(True, alive=False), \
+        FakeWorker(True, dies_after=2)
+    monkeypatch.setattr(pc, "_WORKERS", [ready, starting, gone, dying])
+    assert pc._ready_workers() == [ready, dying]
+    fn = Fn()
+    launches = [WarmLaunch(fn, f"k{i}", (1,), (torch.float32,), (("XBLOCK", i),)) for i in range(40)]
+    by_workers, here = pc._on_workers(pc._ready_workers(), launches, "digest", "source")
+    compiled = ready.done + dying.done + [f"k{i}" for i in fn.here]
+    # Every launch ran once, but the one a worker held when it died (if it got that far: the others may
+    # have drained the queue first); that launch compiles in the thread pass that follows.
+    assert len(compiled) == len(set(compiled)) == 40 - (not dying.alive)
+    assert set(compiled) <= {f"k{i}" for i in range(40)}
+    assert by_workers == len(ready.done) + len(dying.done) and here == len(fn.here)
+    assert not starting.done and len(dying.done) <= 2

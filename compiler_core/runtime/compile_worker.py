@@ -97,6 +97,31 @@ class CompileOnlyDriver:
         raise AttributeError(f"a compile worker's driver has no {name}: it compiles, never launches")
 
 
+WARM_UP = ("import triton\nimport triton.language as tl\n\n@triton.jit\n"
+           "def fcompile_warm_up(x, XBLOCK: tl.constexpr):\n    tl.store(x + tl.arange(0, XBLOCK), 0.0)\n")
+
+
+def _warm_up() -> None:
+    """One tiny compile, into a folder thrown away, before saying ready: Triton imports most of its
+    compiler and asks ptxas its version at a process's first compile, which would otherwise fall on the
+    first real job."""
+    import tempfile
+
+    before = os.environ.get("TRITON_CACHE_DIR")
+    with tempfile.TemporaryDirectory() as scratch:
+        os.environ["TRITON_CACHE_DIR"] = scratch
+        try:
+            fn = _namespace({"key": "warm-up", "source": WARM_UP}, {})["fcompile_warm_up"]
+            fn.warmup(TorchDtype("float32"), grid=(1,), XBLOCK=32)
+        except Exception:  # noqa: BLE001 - only a head start; the jobs say what fails
+            pass
+        finally:
+            if before is None:
+                os.environ.pop("TRITON_CACHE_DIR", None)
+            else:
+                os.environ["TRITON_CACHE_DIR"] = before
+
+
 def main() -> None:
     # Run as a file, Python put this folder first on the path, where our runtime modules (cache.py,
     # build.py, ...) would stand in for any library's module of the same name.
@@ -117,6 +142,7 @@ def main() -> None:
         out.write(json.dumps({"ready": False, "error": f"{type(exc).__name__}: {exc}"}) + "\n")
         out.flush()
         return
+    _warm_up()
     out.write(json.dumps({"ready": True}) + "\n")
     out.flush()
     modules: dict[str, dict] = {}

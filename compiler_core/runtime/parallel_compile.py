@@ -11,8 +11,8 @@ cache. Then this process warms the same launches inside `triton.AsyncCompileMode
 a launch no worker reached, compiles it: MLIR, LLVM and ptxas release the GIL, Triton's Python front
 end does not, so threads alone gain about 1.5x); leaving the mode files every binary in the function's
 in-process cache under the key the real launch computes. The timing loop's launches and the host
-program's then find their binary ready. A launch the workers have not reached while this process is
-idle is taken by this process too, so a small graph never waits for the workers to start.
+program's then find their binary ready. Compiling never waits for a worker to start: a graph compiled
+before any is ready is compiled on this process's threads alone.
 
 The key (PITFALLS.md: a binary per specialization) holds each tensor's dtype and 16-byte alignment and
 each integer's value class. Warm-up passes torch dtypes, which Triton wraps as tensors at address 0
@@ -89,22 +89,19 @@ class _Worker:
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                         stderr=subprocess.DEVNULL, text=True, env=env)
         self.modules: set[str] = set()  # module digests whose text it holds
-        self.ready = threading.Event()
+        self.ready = threading.Event()  # set once it said it is ready (or is gone: then alive is False)
         self.alive = True
         self.lock = threading.Lock()  # one job at a time on its pipe
+        threading.Thread(target=self._await_ready, daemon=True, name="fcompile-worker-start").start()
 
-    def wait_ready(self) -> bool:
-        with self.lock:
-            return self._wait_ready()
+    def _await_ready(self) -> None:
+        answer = self._answer()
+        self.alive = answer is not None and bool(answer.get("ready"))
+        self.ready.set()
 
-    def _wait_ready(self) -> bool:
-        if not self.ready.is_set():
-            line = self._answer()
-            if line is None or not line.get("ready"):
-                self.alive = False
-                return False
-            self.ready.set()
-        return True
+    def wait_ready(self, timeout: float = 120) -> bool:
+        """Waits for its start-up (tests); compiling never waits: it takes the workers ready by then."""
+        return self.ready.wait(timeout) and self.alive
 
     def compile(self, job: dict, source: str) -> bool:
         """Sends one job and waits for its answer; False where it failed or the worker is gone."""
@@ -180,9 +177,13 @@ def _stop_workers() -> None:
         w.close()
 
 
-def _on_workers(launches: list[WarmLaunch], key: str, source: str) -> tuple[int, int]:
-    """Runs the launches' compiles on the workers, and on one thread of this process for those no
-    worker has taken while it is free. Returns (compiled by workers, compiled here)."""
+def _ready_workers() -> list[_Worker]:
+    return [w for w in _WORKERS if w.ready.is_set() and w.alive]
+
+
+def _on_workers(workers: list[_Worker], launches: list[WarmLaunch], key: str, source: str) -> tuple[int, int]:
+    """Runs the launches' compiles on the (ready) workers, and on two threads of this process for those
+    no worker has taken while they are free. Returns (compiled by workers, compiled here)."""
     jobs: queue.Queue = queue.Queue()
     for launch in launches:
         jobs.put(launch)
@@ -190,8 +191,6 @@ def _on_workers(launches: list[WarmLaunch], key: str, source: str) -> tuple[int,
     lock = threading.Lock()
 
     def drain(worker: Optional[_Worker]) -> None:
-        if worker is not None and not worker.wait_ready():
-            return
         while True:
             try:
                 launch = jobs.get_nowait()
@@ -211,9 +210,8 @@ def _on_workers(launches: list[WarmLaunch], key: str, source: str) -> tuple[int,
             elif not worker.alive:
                 return
 
-    # Two threads of this process compile too (more gain little: Triton's front end holds the GIL), so
-    # a graph compiled while the workers still start does not wait for them.
-    threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in [*_WORKERS, None, None]]
+    # Two threads of this process compile too (more gain little: Triton's front end holds the GIL).
+    threads = [threading.Thread(target=drain, args=(w,), daemon=True) for w in [*workers, None, None]]
     for t in threads:
         t.start()
     for t in threads:
@@ -231,9 +229,10 @@ def compile_ahead(launches: list[WarmLaunch], module: tuple[str, str]) -> str:
         return ""
     start = time.perf_counter()
     on_workers = ""
-    if _WORKERS and any(w.alive for w in _WORKERS):
-        by_workers, here = _on_workers(distinct, *module)
-        on_workers = f" ({by_workers} by {len(_WORKERS)} workers, {here} here)"
+    workers = _ready_workers()  # none yet (still starting): all of it on this process's threads
+    if workers:
+        by_workers, here = _on_workers(workers, distinct, *module)
+        on_workers = f" ({by_workers} by {len(workers)} workers, {here} here)"
     failed = 0
     # Into this process's kernel caches: the workers' binaries load from disk; any other compiles here.
     with ThreadPoolExecutor(threads, thread_name_prefix="fcompile-triton") as pool:
