@@ -148,8 +148,9 @@ _WORKERS_LOCK = threading.Lock()
 
 
 def start_workers() -> None:
-    """Starts the compile workers in the background (they import torch and Triton: a few seconds),
-    once per process, where there is a GPU and more than one thread is allowed."""
+    """Starts the compile workers in the background (each imports Triton and compiles a tiny kernel
+    before it says ready), once per process, where asked (FCOMPILE_COMPILE_WORKERS=1), there is a GPU
+    and more than one thread is allowed."""
     if os.environ.get("FCOMPILE_COMPILE_WORKERS", "0") != "1" or compile_threads() < 2:
         return
     if not torch.cuda.is_available() or _async_mode() is None:
@@ -251,5 +252,5 @@ def compile_ahead(launches: list[WarmLaunch], module: tuple[str, str]) -> str:
             return (f"compiled ahead on {threads} threads: stopped after {time.perf_counter() - start:.2f} s "
                     f"({type(exc).__name__}); the other launches compile in line")
     note = f", {failed} refused" if failed else ""
-    return (f"compiled ahead: {len(distinct)} kernel binaries{on_workers} in "
+    return (f"compiled ahead: {len(distinct)} kernel binaries{on_workers} on {threads} threads in "
             f"{time.perf_counter() - start:.2f} s{note}")
