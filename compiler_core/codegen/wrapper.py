@@ -26,7 +26,7 @@ import torch
 
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
 from compiler_core.codegen.cpp.kernel import generate_cpp_kernel
-from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_grid
+from compiler_core.codegen.triton.kernel import generate_triton_kernel, launch_sites
 from compiler_core.ir.graph import Buffer, LoopGraph, ViewRef
 from compiler_core.ir.symbolic import NotSymbolic, python_expr, python_number
 from compiler_core.schedule.artifacts import FusionGroup, MemoryPlan, Schedule
@@ -438,22 +438,18 @@ class _Printer:
             ptrs = "".join(f"{local(a)}.data_ptr(), " for a in kernel.signature)
             sizes = "".join(f"{s}, " for s in kernel.size_args)
             return [f"k.{kernel.name}({ptrs}{sizes}NTHREADS)"]
-        meta = ", ".join(f"{key}={v}" for key, v in config.items())
         args = ", ".join([local(a) for a in kernel.signature] + list(kernel.size_args))
-        if kernel.split is None:
-            return [f"k.{kernel.name}[{launch_grid(kernel.xnumel, config, kernel.segments)}]({args}, {meta})"]
         # A split reduction: workspaces (locals `w_<kernel>_<i>`: kernel names are ours, and no buffer's
         # local starts with `w_`), its kernels in order, then the workspaces die.
-        split = kernel.split
-        spaces = [f"w_{kernel.name}_{i}" for i in range(len(split.workspaces))]
+        spaces = [f"w_{kernel.name}_{i}" for i in range(len(kernel.split.workspaces))] if kernel.split else []
         lines = [f"{w} = torch.empty(({n},), dtype={dt}, device=DEVICE)  # workspace of {kernel.name}"
-                 for w, (n, dt) in zip(spaces, split.workspaces)]
-        rows_meta = ", ".join(f"{key}={v}" for key, v in split.row_config.items())
-        for function, kind in split.stages:
-            blocks = -(-kernel.xnumel // (config if kind == "chunks" else split.row_config)["XBLOCK"])
-            grid, launch_meta = ((blocks, split.programs), meta) if kind == "chunks" else ((blocks,), rows_meta)
-            lines.append(f"k.{function}[{grid}]({args}, {', '.join(spaces)}, {launch_meta})")
-        lines.append(f"del {', '.join(spaces)}")
+                 for w, (n, dt) in zip(spaces, kernel.split.workspaces)] if kernel.split else []
+        for site in launch_sites(kernel, config):
+            meta = ", ".join(f"{key}={v}" for key, v in site.meta)
+            more = f", {', '.join(spaces)}" if site.workspaces else ""
+            lines.append(f"k.{site.function}[{site.grid}]({args}{more}, {meta})")
+        if spaces:
+            lines.append(f"del {', '.join(spaces)}")
         return lines
 
     def extern(self, s: CallExtern) -> list[str]:

@@ -17,9 +17,9 @@ import torch
 
 from compiler_core import _compat
 from compiler_core.codegen.artifacts import KernelSource
-from compiler_core.codegen.triton.kernel import ASSERT_OPTIONS, launch_grid
+from compiler_core.codegen.triton.kernel import ASSERT_OPTIONS, launch_grid, launch_sites
 from compiler_core.ir.graph import Buffer, LoopGraph
-from compiler_core.ir.symbolic import example_values, hint, is_symbolic
+from compiler_core.ir.symbolic import example_values, hint
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
 from compiler_core.runtime.parallel_compile import WarmLaunch, compile_ahead
@@ -140,26 +140,20 @@ def _timing_launches(kernels: list[KernelSource], loaded: LoadedKernels, graph: 
 
 def _host_launches(kernels: list[KernelSource], chosen: dict[str, dict], loaded: LoadedKernels,
                    graph: LoopGraph) -> list[WarmLaunch]:
-    """The launches the host program makes (codegen/wrapper.py's `launch`), tensors given by dtype: one
-    per kernel, or one per stage of a split reduction, whose stages also take its workspaces."""
+    """The launches the host program makes (codegen/triton/kernel.py's `launch_sites`, which it prints),
+    tensors given by dtype, a split reduction's workspaces after the kernel's arguments."""
     buffers, sizes = _buffers(graph), example_values()
     out = []
     for kernel in kernels:
-        config = chosen[kernel.name]
         args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
-        if kernel.split is None:
-            out.append(WarmLaunch(loaded.functions[kernel.name], kernel.name, _grid(kernel, config), args,
-                                  tuple(config.items())))
-            continue
-        split = kernel.split
-        spaces = tuple(dtype for _, dtype in split.workspaces)
-        for function, kind in split.stages:
-            meta = config if kind == "chunks" else split.row_config
-            if function not in loaded.functions or is_symbolic(kernel.xnumel):
-                continue  # a stage's grid over symbolic sizes: left to its launch
-            blocks = -(-kernel.xnumel // meta["XBLOCK"])
-            grid = (blocks, split.programs) if kind == "chunks" else (blocks,)
-            out.append(WarmLaunch(loaded.functions[function], function, grid, args + spaces, tuple(meta.items())))
+        spaces = tuple(dtype for _, dtype in kernel.split.workspaces) if kernel.split else ()
+        for site in launch_sites(kernel, chosen[kernel.name]):
+            try:
+                grid = eval(site.grid, {}, dict(sizes))
+            except Exception:  # noqa: BLE001 - a grid this cannot evaluate: that launch compiles at its launch
+                continue
+            out.append(WarmLaunch(loaded.functions[site.function], site.function, grid,
+                                  args + (spaces if site.workspaces else ()), site.meta))
     return out
 
 

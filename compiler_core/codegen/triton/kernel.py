@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -544,6 +546,35 @@ def candidate_configs(plan: KernelPlan, interpret: bool) -> tuple[dict, ...]:
         if c not in unique:
             unique.append(c)
     return tuple(unique)
+
+
+@dataclass(frozen=True)
+class LaunchSite:
+    """One launch the host program makes for a kernel: the function, its grid as Python text (over the
+    size symbols where sizes are symbolic), whether the split reduction's workspaces follow the kernel's
+    arguments, and the launch's meta-parameters. The host program prints these and the autotuner
+    compiles them ahead (runtime/autotune.py), from this one list."""
+
+    function: str
+    grid: str
+    workspaces: bool
+    meta: tuple[tuple[str, Any], ...]
+
+
+def launch_sites(kernel: KernelSource, config: dict) -> list[LaunchSite]:
+    """The kernel's launches with `config`: one, or one per stage of a split reduction (its "chunks"
+    stages on (blocks, programs) with `config`, its "rows" stages one program per row block with the
+    split's own row config)."""
+    if kernel.split is None:
+        return [LaunchSite(kernel.name, launch_grid(kernel.xnumel, config, kernel.segments), False,
+                           tuple(config.items()))]
+    split, sites = kernel.split, []
+    for function, kind in split.stages:
+        meta = config if kind == "chunks" else split.row_config
+        blocks = -(-kernel.xnumel // meta["XBLOCK"])
+        grid = (blocks, split.programs) if kind == "chunks" else (blocks,)
+        sites.append(LaunchSite(function, str(grid), True, tuple(meta.items())))
+    return sites
 
 
 def launch_grid(xnumel: int, config: dict, segments: tuple[int, ...] = ()) -> str:
