@@ -129,6 +129,52 @@ def test_swapped_shared_object_is_not_loaded(tmp_path, monkeypatch):
     assert cache.digest_state(target) == "ok"
 
 
+# ---- 2b. the precompiled prelude -------------------------------------------------------------------
+def _prelude_folder() -> Path:
+    from compiler_core.runtime.cpp_bindings import python_include
+
+    return cpp_build.precompiled_prelude(python_include())
+
+
+def test_units_are_built_against_the_precompiled_prelude(cache_root):
+    import subprocess
+
+    from compiler_core.runtime.cpp_bindings import python_include
+
+    s = _compile_and_check(lambda x: torch.tanh(x) * 2)
+    unit = Path(s.graphs[0].artifact.library_path).with_name("kernels.cpp")
+    assert unit.read_text().startswith(f'#include "{cpp_build.PRELUDE_HEADER}"')
+    folder = _prelude_folder()
+    assert folder.is_relative_to(cache_root) and cache.digest_state(folder / "fc_prelude.h.gch") == "ok"
+    # GCC's -H lists every header it reads and marks with '!' a precompiled one it used: a .gch it
+    # found but rejected (other flags) would be listed as 'x' and its text read instead.
+    flags = [f for f in cpp_build.CXX_FLAGS if f != "-shared"]
+    include = python_include()
+    run = subprocess.run([cpp_build._compiler(), *flags, f"-I{folder}", *([f"-I{include}"] if include else []),
+                          "-H", "-c", str(unit), "-o", os.devnull], capture_output=True, text=True)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert f"! {folder / 'fc_prelude.h.gch'}" in run.stderr.splitlines(), run.stderr[:2000]
+
+
+def test_a_changed_precompiled_prelude_is_rebuilt_never_used(cache_root, monkeypatch):
+    _compile_and_check(lambda x: x * 4 + 1)
+    compiled = _prelude_folder() / "fc_prelude.h.gch"
+    compiled.write_bytes(b"not a precompiled header")
+    monkeypatch.setattr(cpp_build, "_PRECOMPILED", {})  # a new process: it checks the digest again
+    _compile_and_check(lambda x: x * 4 - 1)
+    assert cache.digest_state(compiled) == "ok"
+
+
+def test_without_a_precompiled_prelude_a_unit_holds_the_prelude_text(cache_root, monkeypatch):
+    from compiler_core.codegen.cpp.prelude import PRELUDE
+
+    monkeypatch.setattr(cpp_build, "_PRECOMPILED", {})
+    monkeypatch.setattr(cpp_build, "_build_precompiled", lambda folder, text, include: None)
+    s = _compile_and_check(lambda x: x * 5 + 1)
+    unit = Path(s.graphs[0].artifact.library_path).with_name("kernels.cpp")
+    assert unit.read_text().startswith(PRELUDE)
+
+
 def test_changed_record_means_rebuild(cache_root):
     fn = lambda x: x * 2 - 3  # noqa: E731
     library = _library(fn)

@@ -42,8 +42,8 @@ def bindings_source(kernels: tuple[KernelSource, ...]) -> str:
         for name, params in _HEADER.findall(k.source):
             if name in k.function_names:
                 functions.append((name, [_param_type(p) for p in params.split(", ")]))
-    lines = [f"// Python {sys.version_info.major}.{sys.version_info.minor} entry points (runtime/cpp_bindings.py)",
-             "#define PY_SSIZE_T_CLEAN", "#include <Python.h>", ""]
+    # Python.h itself is included after the prelude (cpp_build.py), before the kernels.
+    lines = [f"// Python {sys.version_info.major}.{sys.version_info.minor} entry points (runtime/cpp_bindings.py)", ""]
     for name, types in functions:
         lines += _entry_point(name, types)
     table = [f'    {{"{name}", (PyCFunction)(void (*)(void))fcpy_{name}, METH_FASTCALL, nullptr}},'
