@@ -23,7 +23,6 @@ from compiler_core.ir.symbolic import example_values, hint
 from compiler_core.runtime import cache
 from compiler_core.runtime.build import LoadedKernels
 from compiler_core.runtime.parallel_compile import WarmLaunch, compile_ahead
-from compiler_core.runtime.triton_load import triton_module
 
 REPEATS = 20
 # The heuristic config (the first candidate) stays unless another is faster by more than this share:
@@ -55,7 +54,7 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
         # Every candidate the timing loop launches and every launch of a kernel whose config is known,
         # compiled at once; the tuned kernels' own launches (compile options of their own) after them.
         known = [k for k in kernels if k.name in chosen]
-        log.append(_compile_ahead(kernels, lambda: _timing_launches(to_tune, loaded, graph)
+        log.append(_compile_ahead(loaded, lambda: _timing_launches(to_tune, loaded, graph)
                                   + _host_launches(known, chosen, loaded, graph)))
     for kernel in to_tune:
         try:
@@ -71,13 +70,13 @@ def choose_configs(kernels: tuple[KernelSource, ...], loaded: LoadedKernels,
         log.append(f"{kernel.name}: " + ", ".join(f"{_short(c)} {ms * 1000:.1f}us" for c, ms in timings)
                    + f" -> {_short(best)}")
     if to_tune:
-        log.append(_compile_ahead(kernels, lambda: _host_launches(to_tune, chosen, loaded, graph)))
+        log.append(_compile_ahead(loaded, lambda: _host_launches(to_tune, chosen, loaded, graph)))
     return chosen, tuple(line for line in log if line)
 
 
-def _compile_ahead(kernels: tuple[KernelSource, ...], launches: Callable[[], list[WarmLaunch]]) -> str:
+def _compile_ahead(loaded: LoadedKernels, launches: Callable[[], list[WarmLaunch]]) -> str:
     try:
-        return compile_ahead(launches(), triton_module(kernels, interpret=False))
+        return compile_ahead(launches(), loaded.triton_module)
     except Exception as exc:  # noqa: BLE001 - compiling ahead saves time only: the launches compile in line
         return f"compiling ahead skipped ({type(exc).__name__}: {exc}); each launch compiles in line"
 
@@ -125,12 +124,17 @@ def _timed(config: dict) -> dict:
     return {k: v for k, v in config.items() if k not in ASSERT_OPTIONS}
 
 
+def _launch_args(kernel: KernelSource, buffers: dict[str, Buffer], sizes: dict) -> tuple:
+    """A launch's arguments for compiling ahead: tensors given by dtype, then the size values."""
+    return tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
+
+
 def _timing_launches(kernels: list[KernelSource], loaded: LoadedKernels, graph: LoopGraph) -> list[WarmLaunch]:
-    """The launches `_time_configs` makes, tensors given by dtype."""
+    """The launches `_time_configs` makes."""
     buffers, sizes = _buffers(graph), example_values()
     out = []
     for kernel in kernels:
-        args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
+        args = _launch_args(kernel, buffers, sizes)
         for config in kernel.config_space:
             timed = _timed(config)
             out.append(WarmLaunch(loaded.functions[kernel.name], kernel.name, _grid(kernel, config), args,
@@ -141,11 +145,11 @@ def _timing_launches(kernels: list[KernelSource], loaded: LoadedKernels, graph: 
 def _host_launches(kernels: list[KernelSource], chosen: dict[str, dict], loaded: LoadedKernels,
                    graph: LoopGraph) -> list[WarmLaunch]:
     """The launches the host program makes (codegen/triton/kernel.py's `launch_sites`, which it prints),
-    tensors given by dtype, a split reduction's workspaces after the kernel's arguments."""
+    a split reduction's workspaces after the kernel's arguments."""
     buffers, sizes = _buffers(graph), example_values()
     out = []
     for kernel in kernels:
-        args = tuple(buffers[n].dtype for n in kernel.signature) + tuple(sizes[s] for s in kernel.size_args)
+        args = _launch_args(kernel, buffers, sizes)
         spaces = tuple(dtype for _, dtype in kernel.split.workspaces) if kernel.split else ()
         for site in launch_sites(kernel, chosen[kernel.name]):
             try:

@@ -41,6 +41,8 @@ class LoadedKernels:
     library_path: Optional[str] = None
     # Raises eager's error when a kernel flagged one (integer division by zero); None when no kernel can.
     error_check: Optional[Callable[[], None]] = field(default=None, repr=False)
+    # Triton: the (digest, text) of the module the kernels were exec'd from (compile workers exec it too).
+    triton_module: Optional[tuple[str, str]] = field(default=None, repr=False)
 
 
 def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGraph) -> LoadedKernels:
@@ -67,7 +69,7 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
             check = error_check(lib.fc_take_error)
         return LoadedKernels(functions, cache_hit, str(library), check)
     interpret = graph.device != "cuda"
-    loaded, cache_hit = load_triton(kernels, interpret=interpret)
+    loaded, cache_hit, module = load_triton(kernels, interpret=interpret)
     check = error_check(loaded["fc_take_error"]) if any(k.checks_int_div for k in kernels) else None
     if interpret:
         wrap = Quiet
@@ -77,7 +79,7 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
         def wrap(fn: Any) -> Any:
             return fn
     return LoadedKernels({name: wrap(loaded[name]) for k in kernels for name in k.function_names}, cache_hit,
-                         error_check=check)
+                         error_check=check, triton_module=module)
 
 
 def build_program(loaded: LoadedKernels, kernels: tuple[KernelSource, ...], wrapper: WrapperProgram,

@@ -27,17 +27,19 @@ def triton_module(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[s
     return cache.digest(source, str(interpret), cache.runtime_identity("cpu" if interpret else "cuda")), source
 
 
-def load_triton(kernels: tuple[KernelSource, ...], interpret: bool) -> tuple[dict[str, Any], bool]:
+def load_triton(kernels: tuple[KernelSource, ...],
+                interpret: bool) -> tuple[dict[str, Any], bool, tuple[str, str]]:
+    """(the module's namespace, whether this process had it loaded already, its (digest, text))."""
     key, source = triton_module(kernels, interpret)
     if key in _LOADED_TRITON:
-        return _LOADED_TRITON[key], True
+        return _LOADED_TRITON[key], True, (key, source)
     # The file is for people (and tools) reading the kernels; it is never read back: what runs is the
     # in-memory text, which linecache serves to Triton's JIT and to tracebacks under this name.
     path = cache.cache_subdir("triton") / f"{key}.py"
     cache.write_atomic(path, source.encode())
     namespace = _compat.exec_triton_module(source, str(path), interpret)
     _LOADED_TRITON[key] = namespace
-    return namespace, False
+    return namespace, False, (key, source)
 
 
 class Quiet:
