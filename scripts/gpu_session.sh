@@ -14,7 +14,8 @@ mkdir -p "$out"
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 FCOMPILE_CACHE_DIR=/tmp/fcompile-cache
 summary="$out/summary.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" > "$summary"
-git log -1 --format='commit %h %s' 2>/dev/null >> "$summary"
+# The device's copy of the tree may carry an old .git: the caller passes COMMIT=$(git rev-parse --short HEAD).
+echo "commit ${COMMIT:-unknown (pass COMMIT=...)}" >> "$summary"
 stage() {  # stage NAME SECONDS COMMAND...
   local name=$1 limit=$2; shift 2
   local t0=$SECONDS
