@@ -77,7 +77,7 @@ def test_every_launch_is_compiled_ahead_and_none_compiles_in_line(tmp_path, monk
     from triton.runtime import _async_compile  # noqa: F401 - Triton 3.5+: what the pool needs
     monkeypatch.setenv("FCOMPILE_CACHE_DIR", str(tmp_path))  # no tuning result from an earlier run
     monkeypatch.setenv("FCOMPILE_COMPILE_THREADS", "8")
-    monkeypatch.setenv("FCOMPILE_COMPILE_WORKERS", "1")  # opt-in (parallel_compile.py says why)
+    monkeypatch.setenv("FCOMPILE_COMPILE_WORKERS", "1")  # the default, whatever the environment says
     compiles = []
 
     def record(**kw):
