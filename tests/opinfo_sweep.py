@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import time
@@ -326,8 +327,11 @@ def main() -> None:
     start = time.perf_counter()
     flags = ((["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
              + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else []))
+    # The shards are already one process per core: compile worker processes of their own on the GPU
+    # (runtime/parallel_compile.py) would start a dozen more in each.
+    env = {**os.environ, "FCOMPILE_COMPILE_WORKERS": os.environ.get("FCOMPILE_COMPILE_WORKERS", "0")}
     workers = [subprocess.Popen([sys.executable, __file__, "--shard", f"{i}/{args.workers}", *flags],
-                                stdout=subprocess.PIPE, text=True) for i in range(args.workers)]
+                                stdout=subprocess.PIPE, text=True, env=env) for i in range(args.workers)]
     rows = []
     for w in workers:
         out, _ = w.communicate()
