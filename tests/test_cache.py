@@ -133,7 +133,21 @@ def test_swapped_shared_object_is_not_loaded(tmp_path, monkeypatch):
 def _prelude_folder() -> Path:
     from compiler_core.runtime.cpp_bindings import python_include
 
-    return cpp_build.precompiled_prelude(python_include())
+    return cpp_build.precompiled_prelude(python_include(), wait=True)
+
+
+def _unit(session) -> str:
+    return Path(session.graphs[0].artifact.library_path).with_name("kernels.cpp").read_text()
+
+
+def test_a_cold_cache_builds_the_prelude_in_the_background_and_later_units_use_it(cache_root):
+    from compiler_core.codegen.cpp.prelude import PRELUDE
+
+    first = _compile_and_check(lambda x: x * 6 + 1)
+    assert _unit(first).startswith(PRELUDE)  # it did not wait for the header
+    folder = _prelude_folder()
+    assert folder.is_relative_to(cache_root) and cache.digest_state(folder / "fc_prelude.h.gch") == "ok"
+    assert _unit(_compile_and_check(lambda x: x * 6 + 2)).startswith(f'#include "{cpp_build.PRELUDE_HEADER}"')
 
 
 def test_units_are_built_against_the_precompiled_prelude(cache_root):
@@ -141,11 +155,10 @@ def test_units_are_built_against_the_precompiled_prelude(cache_root):
 
     from compiler_core.runtime.cpp_bindings import python_include
 
+    folder = _prelude_folder()
     s = _compile_and_check(lambda x: torch.tanh(x) * 2)
     unit = Path(s.graphs[0].artifact.library_path).with_name("kernels.cpp")
     assert unit.read_text().startswith(f'#include "{cpp_build.PRELUDE_HEADER}"')
-    folder = _prelude_folder()
-    assert folder.is_relative_to(cache_root) and cache.digest_state(folder / "fc_prelude.h.gch") == "ok"
     # GCC's -H lists every header it reads and marks with '!' a precompiled one it used: a .gch it
     # found but rejected (other flags) would be listed as 'x' and its text read instead.
     flags = [f for f in cpp_build.CXX_FLAGS if f != "-shared"]
@@ -157,12 +170,12 @@ def test_units_are_built_against_the_precompiled_prelude(cache_root):
 
 
 def test_a_changed_precompiled_prelude_is_rebuilt_never_used(cache_root, monkeypatch):
-    _compile_and_check(lambda x: x * 4 + 1)
     compiled = _prelude_folder() / "fc_prelude.h.gch"
     compiled.write_bytes(b"not a precompiled header")
     monkeypatch.setattr(cpp_build, "_PRECOMPILED", {})  # a new process: it checks the digest again
-    _compile_and_check(lambda x: x * 4 - 1)
-    assert cache.digest_state(compiled) == "ok"
+    s = _compile_and_check(lambda x: x * 4 - 1)
+    assert not _unit(s).startswith("#include")  # not used while it is built again
+    assert _prelude_folder() is not None and cache.digest_state(compiled) == "ok"
 
 
 def test_without_a_precompiled_prelude_a_unit_holds_the_prelude_text(cache_root, monkeypatch):
@@ -170,9 +183,8 @@ def test_without_a_precompiled_prelude_a_unit_holds_the_prelude_text(cache_root,
 
     monkeypatch.setattr(cpp_build, "_PRECOMPILED", {})
     monkeypatch.setattr(cpp_build, "_build_precompiled", lambda folder, text, include: None)
-    s = _compile_and_check(lambda x: x * 5 + 1)
-    unit = Path(s.graphs[0].artifact.library_path).with_name("kernels.cpp")
-    assert unit.read_text().startswith(PRELUDE)
+    assert _prelude_folder() is None
+    assert _unit(_compile_and_check(lambda x: x * 5 + 1)).startswith(PRELUDE)
 
 
 def test_changed_record_means_rebuild(cache_root):
