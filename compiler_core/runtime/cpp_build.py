@@ -68,7 +68,8 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
     A cached object is returned only when its bytes match the SHA-256 recorded when it was built
     (cache.py): a changed one is rebuilt, never loaded."""
     include = python_include()
-    source = cpp_translation_unit(kernels, bindings=include is not None)
+    prelude, body = _prelude_text(include is not None), _kernels_text(kernels, include is not None)
+    source = prelude + body  # cpp_translation_unit's text: the key covers the prelude
     folder = cache.cache_subdir("cpp", cache.cpp_key(source, _toolchain()))
     target = folder / "kernels.so"
     if target.exists():
@@ -79,11 +80,8 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
             warnings.warn(f"fcompile: {target} no longer matches the SHA-256 recorded when it was built; "
                           "it was not loaded and is being rebuilt", cache.CacheWarning, stacklevel=2)
     header = precompiled_prelude(include)
-    if header is not None:
-        # The same text as `source`, whose hash is the key: the header holds the prelude.
-        written = f'#include "{PRELUDE_HEADER}"\n' + _kernels_text(kernels, include is not None)
-    else:
-        written = source
+    # With the precompiled header, the same text as `source`: the header holds the prelude.
+    written = f'#include "{PRELUDE_HEADER}"\n' + body if header is not None else source
     cache.write_atomic(folder / "kernels.cpp", written.encode())
     # Build beside the target and rename atomically: parallel processes may race on one key.
     fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
