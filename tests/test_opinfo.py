@@ -1,13 +1,10 @@
 """The OpInfo sweep (tests/opinfo_sweep.py) finds no silent mismatch, and what compiles keeps compiling."""
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-SWEEP = Path(__file__).with_name("opinfo_sweep.py")
 # The ops compiled by us (nothing ran in eager PyTorch) that matched eager on every sample run, as
 # measured (torch 2.13 CPU, at most 8 samples per op, each also non-contiguous). Every other eligible
 # op is expected not to be native. The set must match exactly: an op that drops out regressed into a
@@ -21,18 +18,12 @@ EXPECTED_MISMATCHES: dict[str, str] = {}
 
 
 @pytest.mark.slow
-def test_opinfo_sweep_has_no_silent_mismatch():
+def test_opinfo_sweep_has_no_silent_mismatch(opinfo_sweep):
     pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest")
-    from compiler_core.codegen.triton.ahead import nvidia_target_available
-
-    # Also compile each op's Triton kernels for the H200 (no GPU needed): source only Triton's
-    # interpreter accepts would otherwise first fail on the GPU machine.
-    gpu_source = nvidia_target_available()
-    # 10 minutes with the kernel cache warm; with it cold (a new machine, or a change to the C++
-    # prelude or bindings) every kernel is built again: 25 minutes were not enough on the 2-core CPU
-    # machine beside another job (2026-12-02). CI's limit is 90 minutes.
-    run = subprocess.run([sys.executable, str(SWEEP)] + (["--gpu-source"] if gpu_source else []),
-                         capture_output=True, text=True, timeout=2700, cwd=SWEEP.parents[1])
+    # tests/conftest.py starts the sweep when a full suite starts (it runs beside the other tests);
+    # here its result is read.
+    run = opinfo_sweep.wait()
+    gpu_source = opinfo_sweep.gpu_source
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     unexpected = [m for m in result["silent_mismatch"] if m[0] not in EXPECTED_MISMATCHES]
