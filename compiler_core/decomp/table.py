@@ -16,6 +16,7 @@ import torch
 from compiler_core import _compat
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
+from compiler_core.decomp.asserts import ASSERTS
 from compiler_core.decomp.bessel import BESSEL
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.grid_sample import GRID_SAMPLE
@@ -99,7 +100,7 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
@@ -250,6 +251,9 @@ _LINALG = ("_linalg_svd", "_linalg_eigh", "linalg_eig", "_linalg_eigvals", "_lin
            "cholesky_solve", "cholesky_inverse", "geqrf", "ormqr", "triangular_solve")
 LIBRARY_OPS.update({getattr(aten, name): "dense linear algebra runs in LAPACK/cuSOLVER (extern call)"
                     for name in _LINALG if hasattr(aten, name)})
+# A data-dependent assertion (one_hot's class range, torch._assert_async in user code): our kernels
+# compute the condition, eager's own check raises eager's error from the host program (decomp/asserts.py).
+LIBRARY_OPS[torch.ops.fcompile.assert_async] = "a data-dependent assertion: eager's check, called by the host program"
 
 _INTEGER_ONLY_DIVISION = {"Tensor_mode", "Scalar_mode"}
 
