@@ -1,4 +1,5 @@
-"""OpInfo sweep: every PyTorch op with an fp32 OpInfo, compiled by us (C++ on CPU, Triton on CUDA), vs eager.
+"""OpInfo sweep: every PyTorch op with an fp32 OpInfo (int64 for ops without fp32), compiled by us (C++ on CPU,
+Triton on CUDA), vs eager.
 
 Run as a script (it imports torch's test internals, which parse sys.argv and must stay out of the
 pytest process; PITFALLS.md):
@@ -172,12 +173,23 @@ def _blockers(compiled, before) -> str:
     return ",".join(sorted(set(stats["fallback_ops"])))
 
 
+def sweep_dtype(op) -> torch.dtype | None:
+    """float32, or for an op with no float32 OpInfo (bitwise ops, gcd, one_hot, bincount...) int64, so
+    integer-only ops are swept too; None for the others (complex-only, or no dtype on this device)."""
+    for dtype in (torch.float32, torch.int64):
+        if op.supports_dtype(dtype, DEVICE):
+            return dtype
+    return None
+
+
 def sweep_op(op, cap: int | None, gpu_source: bool = False) -> dict:
     name = op.name + (f".{op.variant_test_name}" if op.variant_test_name else "")
-    row = {"op": name, "status": "", "available": 0, "run": 0, "native": 0, "matched": 0, "mismatched": 0,
-           "eager_nondeterministic": 0, "mismatches": [], "blockers": "", "no_kernel": False}
+    dtype = sweep_dtype(op)
+    row = {"op": name, "dtype": str(dtype).removeprefix("torch."), "status": "", "available": 0, "run": 0,
+           "native": 0, "matched": 0, "mismatched": 0, "eager_nondeterministic": 0, "mismatches": [],
+           "blockers": "", "no_kernel": False}
     try:
-        samples = list(op.sample_inputs(DEVICE, torch.float32, requires_grad=False))
+        samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=False))
         first = run_sample(op, samples[0], keep_plans=name if gpu_source else None)
     except Exception:  # noqa: BLE001 - no usable sample, or eager itself raises
         row["status"] = "skipped"
@@ -227,7 +239,7 @@ def sweep(shard: int, shards: int, cap: int | None, names: set[str] | None, gpu_
     # Every sample compiles afresh, so the limit is never the reason a call runs eager; should it be
     # reached anyway, fail loudly rather than let Dynamo run the frame in eager without a word.
     torch._dynamo.config.fail_on_recompile_limit_hit = True
-    ops = [op for op in op_db if op.supports_dtype(torch.float32, DEVICE)
+    ops = [op for op in op_db if sweep_dtype(op) is not None
            and (names is None or op.name + (f".{op.variant_test_name}" if op.variant_test_name else "") in names)]
     rows = [sweep_op(op, cap, gpu_source) for op in ops[shard::shards]]
     if gpu_source:

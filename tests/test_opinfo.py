@@ -6,9 +6,10 @@ from pathlib import Path
 import pytest
 
 # The ops compiled by us (nothing ran in eager PyTorch) that matched eager on every sample run, as
-# measured (torch 2.13 CPU, at most 8 samples per op, each also non-contiguous). Every other eligible
-# op is expected not to be native. The set must match exactly: an op that drops out regressed into a
-# fallback; an op that became native must be added (deliberately, after its samples all matched) with
+# measured (torch 2.13 CPU, fp32, or int64 for ops without fp32; at most 8 samples per op, each also
+# non-contiguous). Every other eligible op is expected not to be native. The set must match exactly:
+# an op that drops out regressed into a fallback; an op that became native must be added (deliberately,
+# after its samples all matched) with
 #     python tests/opinfo_sweep.py --native-json tests/opinfo_native.json
 NATIVE_JSON = Path(__file__).with_name("opinfo_native.json")
 NATIVE_SAMPLES_FLOOR = 6400  # measured 6641 (2026-12-01: polynomials, Bessel, histograms, segments...)

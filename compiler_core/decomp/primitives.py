@@ -63,6 +63,9 @@ POINTWISE: dict[str, tuple[int, str]] = {
     "bitwise_or": (2, "a | b on integers"),
     "bitwise_xor": (2, "a ^ b on integers"),
     "bitwise_not": (1, "~a on integers"),
+    "lshift": (2, "a << b on integers; a shift below 0 or of the width or more gives 0, as ATen's"),
+    "rshift": (2, "a >> b on integers (arithmetic for signed types); below 0 or past the width, the sign "
+                  "fill (0 for unsigned), as ATen's"),
     # comparison and logic (bool results)
     "eq": (2, "a == b"),
     "ne": (2, "a != b"),

@@ -167,6 +167,8 @@ POINTWISE_OPS = {
     aten.relu: "maximum", aten.clamp: "clamp", aten.pow: "pow", aten.remainder: "remainder",
     aten.floor_divide: "floordiv", aten.bitwise_not: "bitwise_not", aten.bitwise_and: "bitwise_and",
     aten.bitwise_or: "bitwise_or", aten.bitwise_xor: "bitwise_xor", aten.logical_xor: "logical_xor",
+    aten.bitwise_left_shift: "lshift", aten.bitwise_right_shift: "rshift", aten.__lshift__: "lshift",
+    aten.__rshift__: "rshift",
     aten._to_copy: "cast", aten.clone: "copy", aten.copy: "copy",
     aten.alias: "view", aten.lift_fresh_copy: "copy", aten.fill: "fill", aten.full: "fill",
     aten.scalar_tensor: "fill", aten.zeros: "fill", aten.ones: "fill", aten.arange: "index",

@@ -51,7 +51,8 @@ _STD_UNARY = {"exp": "std::exp", "log": "std::log", "log1p": "std::log1p", "expm
               "signbit": "std::signbit"}
 _HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv": "fc::floordiv",
                   "truncdiv": "fc::truncdiv", "remainder": "fc::remainder", "fmod": "fc::fmod", "pow": "fc::pow",
-                  "atan2": "std::atan2", "hypot": "std::hypot", "copysign": "std::copysign"}
+                  "atan2": "std::atan2", "hypot": "std::hypot", "copysign": "std::copysign",
+                  "lshift": "fc::lshift", "rshift": "fc::rshift"}
 
 
 class CppPrinter(CSEPrinter):

@@ -106,6 +106,18 @@ template <typename T> static inline T fmod(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::fmod(a, b); }
   else { if (b == 0) { flag_zero_division(); return 0; } return a % b; }
 }
+// Shifts as ATen's: a shift amount below 0 or of the width or more is defined (0 to the left, the sign
+// fill to the right) where C++ leaves it undefined; a left shift goes through the unsigned type.
+template <typename T> static inline T lshift(T a, T b) {
+  constexpr T width = sizeof(T) * 8;
+  if (static_cast<std::make_signed_t<T>>(b) < 0 || b >= width) return 0;
+  return static_cast<T>(static_cast<std::make_unsigned_t<T>>(a) << b);
+}
+template <typename T> static inline T rshift(T a, T b) {
+  constexpr T max_shift = sizeof(T) * 8 - std::is_signed_v<T>;
+  if (static_cast<std::make_signed_t<T>>(b) < 0 || b >= max_shift) return static_cast<T>(a >> max_shift);
+  return static_cast<T>(a >> b);
+}
 // Integer powers by squaring in unsigned arithmetic (wraps like ATen's, without signed-overflow UB);
 // a negative exponent gives 1/a rounded toward zero, as ATen computes it.
 template <typename T> static inline T pow(T a, T b) {

@@ -202,6 +202,21 @@ class TritonPrinter(CSEPrinter):
             return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, tl.abs({a[0]}) * -1.0, tl.abs({a[0]}))"
         if name == "bitwise_not":
             return f"(~{a[0]})"
+        if name in ("lshift", "rshift"):
+            # As ATen's: a shift below 0 or past the width is defined (LLVM's would be poison), so the
+            # amount is clamped into range first and the result chosen after. (Lowering shifts integers
+            # only; other dtypes print the bare operator, like bitwise_and's.)
+            if v.dtype.is_floating_point or v.dtype == torch.bool:
+                return f"({a[0]} {'<<' if name == 'lshift' else '>>'} {a[1]})"
+            width = torch.iinfo(v.dtype).bits
+            signed = torch.iinfo(v.dtype).min < 0
+            top = width - 1 if name == "rshift" and signed else width
+            outside = f"(({a[1]} < 0) | ({a[1]} >= {top}))"
+            if name == "lshift":
+                return f"tl.where({outside}, 0, {a[0]} << tl.where({outside}, 0, {a[1]}))"
+            if signed:  # the sign fill: a >> (width - 1)
+                return f"({a[0]} >> tl.where({outside}, {top}, {a[1]}))"
+            return f"tl.where({outside}, 0, {a[0]} >> tl.where({outside}, 0, {a[1]}))"
         if name == "tanh":
             return f"(2.0 * tl.sigmoid(2.0 * {a[0]}) - 1.0)"
         if name == "log1p":

@@ -25,6 +25,7 @@ from compiler_core.ir.lowering.pointwise import (
     recurrence_,
     relu_or_maximum,
     round_,
+    shift,
     where_,
 )
 from compiler_core.ir.lowering.reductions import reduction_handler
@@ -47,6 +48,7 @@ HANDLERS: dict[str, Callable] = {
                                         "log2", "log10", "exp2", "erfc")},
     **{p: bitwise(p, 2) for p in ("bitwise_and", "bitwise_or", "bitwise_xor")},
     "bitwise_not": bitwise("bitwise_not", 1), "logical_xor": logical_any("logical_xor"),
+    "lshift": shift("lshift"), "rshift": shift("rshift"),
     **{k: float_test(k) for k in ("isinf", "isposinf", "isneginf", "signbit")},
     "fmax": fmax_fmin("maximum"), "fmin": fmax_fmin("minimum"),
     "cat": cat_, "constant_pad": constant_pad, "flip": flip_, "roll": roll_,

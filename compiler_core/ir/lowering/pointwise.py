@@ -88,6 +88,22 @@ def bitwise(prim: str, arity: int) -> Callable:
     return handler
 
 
+def shift(prim: str) -> Callable:
+    """Bit shifts of integers (both operands in the result's type, as ATen computes them); floats and
+    bools stay PyTorch's call (eager refuses bools; a float shift is a multiply no model asks of us)."""
+    def handler(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
+        if val.dtype.is_floating_point or val.dtype.is_complex or val.dtype == torch.bool:
+            raise Unsupported(f"{prim} of {val.dtype} tensors")
+
+        def body(names: list[str]) -> Value:
+            vals = tuple(lw.load(a, tuple(val.shape), names, val.dtype) for a in node.args[:2])
+            return Op(prim, vals, val.dtype)
+
+        return lw.pointwise(node, val, body)
+
+    return handler
+
+
 def logical_any(prim: str) -> Callable:
     """logical_xor of any dtypes: each operand is true when nonzero (NaN included)."""
     def handler(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
