@@ -76,6 +76,32 @@ def test_cross_entropy_over_image_logits(backend, reduction):
     assert session.stats["fallback_ops"] == []
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("args", [dict(kernel_size=3, padding=1),
+                                  dict(kernel_size=(2, 3), stride=(2, 1), dilation=(1, 2), padding=(1, 0))],
+                         ids=["3x3", "strided_dilated"])
+def test_fold_and_unfolds_backward_are_ours(backend, args):
+    # F.fold is col2im, which is also F.unfold's backward: found in eager by a sweep of user snippets
+    # (2026-12-04); now torch's reference onto index_put with accumulate, our scatter family.
+    x = torch.randn(2, 3, 9, 8, requires_grad=True)
+    session = _train_matches(lambda t: F.fold(F.unfold(t, **args) * 1.5, t.shape[-2:], **args).relu(), [x], [],
+                             backend)
+    assert session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("periodic", [True, False])
+def test_hann_window_is_ours(backend, periodic):
+    # An audio front end's window (STFT framing), in eager before (no lowering for hann_window).
+    def frames(x):
+        return (x.unfold(-1, 16, 8) * torch.hann_window(16, periodic=periodic)).sum(-1)
+
+    x = torch.randn(2, 64)
+    compiled = cc.compile(frames, backend=backend)
+    torch.testing.assert_close(compiled(x), frames(x), rtol=1e-5, atol=1e-6)
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["fallback_graphs"] == 0
+
+
 @pytest.mark.parametrize("indices", ["trailing", "middle_and_gap"])
 def test_index_put_on_later_dims_matches_eager(indices):
     """Adjacent index tensors after unindexed dims are ours; a gap between indexed dims (whose result

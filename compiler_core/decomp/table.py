@@ -90,6 +90,9 @@ DECOMPOSE = [
     # torch's references over index arithmetic, gathers and compares: F.unfold's windows (im2col), a
     # grid sample's bilinear/nearest gathers, isin as a broadcast compare and any
     aten.im2col, aten.grid_sampler_2d, aten.isin,
+    # F.fold (and so F.unfold's backward): the patches added back where they overlap, through index_put
+    # with accumulate (our scatter family); the Hann window (audio front ends) as cos of an iota
+    aten.col2im, aten.hann_window,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
