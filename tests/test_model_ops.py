@@ -102,6 +102,34 @@ def test_hann_window_is_ours(backend, periodic):
     assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["fallback_graphs"] == 0
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_instance_norm_and_foreach_norm_train_through_our_kernels(backend):
+    # Both ran in PyTorch before (found by the same snippet sweep): instance norm's
+    # _native_batch_norm_legit.no_stats, and _foreach_norm, which clip_grad_norm_ calls on the gradients.
+    x = torch.randn(2, 4, 5, 5, requires_grad=True)
+    w, b = (torch.rand(4) + 0.5).requires_grad_(), torch.randn(4, requires_grad=True)
+    session = _train_matches(lambda t, w, b: F.instance_norm(t, weight=w, bias=b), [x, w, b], [], backend)
+    assert session.stats["fallback_ops"] == []
+    torch._dynamo.reset()
+    a, c = torch.randn(10, requires_grad=True), torch.randn(3, 3, requires_grad=True)
+    session = _train_matches(lambda a, c: torch.stack(torch._foreach_norm([a, c])).norm()
+                             + torch._foreach_norm([a, c], 1.0)[1], [a, c], [], backend)
+    assert session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_affine_grid_is_ours(backend):
+    # A spatial transformer's sampling grid; the grid sample's own backward stays PyTorch's call.
+    x, theta = torch.randn(2, 3, 5, 5), torch.randn(2, 2, 3)
+
+    def warp(x, theta):
+        return F.grid_sample(x, F.affine_grid(theta, (2, 3, 6, 6), align_corners=False), align_corners=False)
+
+    compiled = cc.compile(warp, backend=backend)
+    torch.testing.assert_close(compiled(x, theta), warp(x, theta), rtol=1e-4, atol=1e-5)
+    assert compiled.session.stats["fallback_ops"] == []
+
+
 @pytest.mark.parametrize("indices", ["trailing", "middle_and_gap"])
 def test_index_put_on_later_dims_matches_eager(indices):
     """Adjacent index tensors after unindexed dims are ours; a gap between indexed dims (whose result

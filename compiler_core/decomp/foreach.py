@@ -10,8 +10,9 @@ does for the per-parameter loop torch.optim runs on the CPU.
 Only the functional overloads (returning a new list; AOTAutograd has functionalized the in-place
 ones) of the ops below, whose per-element form is the ATen op of the same name with each list
 argument replaced by its element. Left out on purpose: the `.Tensor` overloads of addcmul and
-addcdiv, whose tensor argument holds one scalar per element, and norms (`_foreach_norm`), whose
-per-element overload resolution differs; they stay extern calls.
+addcdiv, whose tensor argument holds one scalar per element; they stay extern calls. Norms
+(`_foreach_norm`, which `clip_grad_norm_` calls on every gradient) are `linalg_vector_norm` per
+element, written out below since their per-element op has another name.
 """
 
 from __future__ import annotations
@@ -50,8 +51,12 @@ def _per_element(op: torch._ops.OpOverload, base: torch._ops.OpOverloadPacket) -
     return decomposition
 
 
+def _foreach_norm(tensors: list, ord: Any = 2, dtype: Any = None) -> list:
+    return [aten.linalg_vector_norm(t, ord, dtype=dtype) for t in tensors]
+
+
 def foreach_decompositions() -> dict:
-    table = {}
+    table = {aten._foreach_norm.Scalar: _foreach_norm}
     for name in ELEMENTWISE:
         packet, base = getattr(aten, f"_foreach_{name}", None), getattr(aten, name, None)
         if packet is None or base is None:

@@ -93,6 +93,9 @@ DECOMPOSE = [
     # F.fold (and so F.unfold's backward): the patches added back where they overlap, through index_put
     # with accumulate (our scatter family); the Hann window (audio front ends) as cos of an iota
     aten.col2im, aten.hann_window,
+    # F.affine_grid (spatial transformers) as a matmul of a base grid; instance norm's batch norm without
+    # running statistics (the mutating overload with them is AOTAutograd's to functionalize)
+    aten.affine_grid_generator, aten._native_batch_norm_legit.no_stats,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
