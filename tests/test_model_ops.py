@@ -118,6 +118,22 @@ def test_instance_norm_and_foreach_norm_train_through_our_kernels(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("loss", ["mse", "smooth_l1", "huber", "unfold_frames"])
+def test_regression_losses_and_unfold_train_through_our_kernels(backend, loss):
+    # Their backwards (mse_loss_backward, smooth_l1/huber_loss_backward, unfold_backward) ran in PyTorch:
+    # a diffusion model's MSE loss left its gradient to eager. Torch's references, pointwise and a scatter.
+    fn = {"mse": lambda a, b: F.mse_loss(a, b) + F.mse_loss(a, b, reduction="none").mean(1).sum(),
+          "smooth_l1": lambda a, b: F.smooth_l1_loss(a, b, beta=0.3) + F.smooth_l1_loss(a, b, beta=0.0,
+                                                                                          reduction="sum"),
+          "huber": lambda a, b: F.huber_loss(a, b, delta=0.5, reduction="none").sum(),
+          "unfold_frames": lambda a, b: (a.unfold(-1, 3, 2) * b[:, :3].unsqueeze(1)).sum()
+          + a.unfold(0, 2, 1).square().sum()}[loss]
+    a, b = torch.randn(5, 9, requires_grad=True), torch.randn(5, 9, requires_grad=True)
+    session = _train_matches(fn, [a, b], [], backend)
+    assert session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_affine_grid_is_ours(backend):
     # A spatial transformer's sampling grid; the grid sample's own backward stays PyTorch's call.
     x, theta = torch.randn(2, 3, 5, 5), torch.randn(2, 2, 3)

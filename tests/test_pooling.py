@@ -61,3 +61,34 @@ def test_values_alone_are_one_pointwise_kernel_with_its_producers_inside(backend
     torch.testing.assert_close(compiled(x, scale, shift), stem(x, scale, shift))
     kinds = [k.kind for k in compiled.session.kernels]
     assert kinds == ["pointwise"], kinds
+
+
+ADAPTIVE_CASES = [((2, 3, 7, 5), (3, 2)), ((2, 3, 7, 5), (1, 1)), ((1, 2, 4, 3), (7, 5)), ((3, 6, 6), (4, 3)),
+                  ((1, 2, 5, 4, 6), (2, 3, 4))]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.mark.parametrize("shape,out", ADAPTIVE_CASES,
+                         ids=["shrink", "global", "grow", "unbatched", "3d"])
+def test_adaptive_pooling_backward_is_ours_and_matches_eager(backend, kind, shape, out):
+    # Both backwards ran in PyTorch (a CNN's global average pool in every training step): now a gather
+    # over the windows holding each input position, overlapping windows (out > in) included.
+    torch._dynamo.reset()
+    pool = {(2, "avg"): F.adaptive_avg_pool2d, (2, "max"): F.adaptive_max_pool2d,
+            (3, "avg"): F.adaptive_avg_pool3d, (3, "max"): F.adaptive_max_pool3d}[(len(out), kind)]
+
+    def fn(x):
+        return pool(x, out).sin()
+
+    x0 = torch.randn(*shape, generator=torch.Generator().manual_seed(0))
+    eager_x, our_x = x0.clone().requires_grad_(), x0.clone().requires_grad_()
+    expected = fn(eager_x)
+    weight = torch.randn(expected.shape, generator=torch.Generator().manual_seed(1))
+    (expected * weight).sum().backward()
+    compiled = cc.compile(fn, backend=backend)
+    got = compiled(our_x)
+    (got * weight).sum().backward()
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(our_x.grad, eager_x.grad, rtol=1e-4, atol=1e-5)
+    assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["fallback_graphs"] == 0

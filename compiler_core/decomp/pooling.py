@@ -321,6 +321,80 @@ def _adaptive_avg_pool(dims: int):
     return forward
 
 
+def _adaptive_windows_holding(in_sizes, out_sizes, device):
+    """_windows_holding for adaptive pooling: output i of a dimension covers [floor(i*size/out),
+    ceil((i+1)*size/out)), so input position p lies in the windows floor(p*out/size) up to
+    ceil((p+1)*out/size) - 1, a run of at most ceil(out/size) + 1 (one for a global pool). Yields
+    (where, valid) per candidate, as _windows_holding does."""
+    dims = len(in_sizes)
+    per_dim = []
+    for d in range(dims):
+        size, out = in_sizes[d], out_sizes[d]
+        runs = [-(-(p + 1) * out // size) - (p * out) // size for p in range(size)]  # windows holding p
+        position = torch.arange(size, device=device)
+        first, last = (position * out) // size, -((-(position + 1) * out) // size) - 1
+        per_dim.append([((first + k).clamp(max=out - 1), first + k <= last) for k in range(max(runs))])
+    in_plane = math.prod(in_sizes)
+    for combo in itertools.product(*per_dim):
+        where, valid = None, None
+        for d, (window, covers) in enumerate(combo):
+            term = _along(d, dims, window) * math.prod(out_sizes[d + 1:])
+            inside = _along(d, dims, covers)
+            where = term if where is None else where + term
+            valid = inside if valid is None else valid & inside
+        yield where.reshape(in_plane), valid.reshape(in_plane)
+
+
+def _adaptive_avg_pool_backward(dims: int):
+    """Each input position's gradient: the gradients of the windows holding it, each over its window's
+    element count, summed in a fixed order (a global pool: one window, a broadcast)."""
+
+    def backward(grad_output: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
+        out_sizes = tuple(grad_output.shape[-dims:])
+        if _adaptive_arguments(x, dims, out_sizes) is None:
+            return NotImplemented
+        lead, in_sizes = x.shape[:-dims], x.shape[-dims:]
+        count = None
+        for d in range(dims):
+            i = torch.arange(out_sizes[d], device=x.device)
+            length = -((-(i + 1) * in_sizes[d]) // out_sizes[d]) - (i * in_sizes[d]) // out_sizes[d]
+            count = _along(d, dims, length) if count is None else count * _along(d, dims, length)
+        grads = (grad_output.to(_opmath(x.dtype)) / count).reshape(*lead, math.prod(out_sizes))
+        in_plane, total = math.prod(in_sizes), None
+        for where, valid in _adaptive_windows_holding(in_sizes, out_sizes, x.device):
+            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
+            part = torch.where(valid, grads.gather(-1, where), 0.0)
+            total = part if total is None else total + part
+        return total.to(x.dtype).reshape(x.shape)
+
+    return backward
+
+
+def _adaptive_max_pool_backward(dims: int):
+    """As _max_pool_backward: each input position takes the gradients of the windows holding it whose
+    recorded maximum is that position."""
+
+    def backward(grad_output: torch.Tensor, x: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        out_sizes = tuple(grad_output.shape[-dims:])
+        if _adaptive_arguments(x, dims, out_sizes) is None:
+            return NotImplemented
+        lead, in_sizes = x.shape[:-dims], x.shape[-dims:]
+        in_plane, out_plane = math.prod(in_sizes), math.prod(out_sizes)
+        grads = grad_output.reshape(*lead, out_plane).to(_opmath(x.dtype))
+        picked = indices.reshape(*lead, out_plane)
+        position = sum(_along(d, dims, torch.arange(in_sizes[d], device=x.device)) * math.prod(in_sizes[d + 1:])
+                       for d in range(dims)).reshape(in_plane)
+        total = None
+        for where, valid in _adaptive_windows_holding(in_sizes, out_sizes, x.device):
+            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
+            hit = valid & (picked.gather(-1, where) == position)
+            part = torch.where(hit, grads.gather(-1, where), 0.0)
+            total = part if total is None else total + part
+        return total.to(x.dtype).reshape(x.shape)
+
+    return backward
+
+
 POOLING = {
     aten.max_pool2d_with_indices.default: _max_pool(2),
     aten.max_pool3d_with_indices.default: _max_pool(3),
@@ -333,4 +407,8 @@ POOLING = {
     aten.adaptive_max_pool2d.default: _adaptive_max_pool(2),
     aten.adaptive_max_pool3d.default: _adaptive_max_pool(3),
     aten._adaptive_avg_pool3d.default: _adaptive_avg_pool(3),
+    aten._adaptive_avg_pool2d_backward.default: _adaptive_avg_pool_backward(2),
+    aten._adaptive_avg_pool3d_backward.default: _adaptive_avg_pool_backward(3),
+    aten.adaptive_max_pool2d_backward.default: _adaptive_max_pool_backward(2),
+    aten.adaptive_max_pool3d_backward.default: _adaptive_max_pool_backward(3),
 }

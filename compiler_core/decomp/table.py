@@ -96,6 +96,8 @@ DECOMPOSE = [
     # F.affine_grid (spatial transformers) as a matmul of a base grid; instance norm's batch norm without
     # running statistics (the mutating overload with them is AOTAutograd's to functionalize)
     aten.affine_grid_generator, aten._native_batch_norm_legit.no_stats,
+    # regression losses' backwards (pointwise) and Tensor.unfold's backward (framing, as in an STFT)
+    aten.mse_loss_backward, aten.smooth_l1_loss_backward, aten.huber_loss_backward, aten.unfold_backward,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
