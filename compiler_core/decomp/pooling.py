@@ -144,15 +144,43 @@ def _windows_holding(in_sizes, out_sizes, kernel, strides, pads, dilations, devi
             covers = (start >= 0) & (start < out_sizes[d]) & (position < start * strides[d] - pads[d] + span)
             candidates.append((start.clamp(0, out_sizes[d] - 1), covers))
         per_dim.append(candidates)
-    in_plane = math.prod(in_sizes)
+    yield from _candidate_windows(per_dim, in_sizes, out_sizes)
+
+
+def _candidate_windows(per_dim, in_sizes, out_sizes):
+    """Every combination of one candidate window per dimension, as (flat output position, whether it
+    holds the input position) over the flattened input plane."""
+    dims, in_plane = len(in_sizes), math.prod(in_sizes)
     for combo in itertools.product(*per_dim):
         where, valid = None, None
-        for d, (start, covers) in enumerate(combo):
-            term = _along(d, dims, start) * math.prod(out_sizes[d + 1:])
+        for d, (window, covers) in enumerate(combo):
+            term = _along(d, dims, window) * math.prod(out_sizes[d + 1:])
             inside = _along(d, dims, covers)
             where = term if where is None else where + term
             valid = inside if valid is None else valid & inside
         yield where.reshape(in_plane), valid.reshape(in_plane)
+
+
+def _gathered(grads: torch.Tensor, lead, in_plane: int, holding, picked: torch.Tensor | None = None,
+              position: torch.Tensor | None = None) -> torch.Tensor:
+    """The sum, per input position, of the gradients (lead + flat output plane) of the windows holding
+    it, candidate by candidate in a fixed order; with `picked` (max pooling's indices), only of those
+    windows whose maximum was that `position`."""
+    total = None
+    for where, valid in holding:
+        where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
+        if picked is not None:
+            valid = valid & (picked.gather(-1, where) == position)
+        part = torch.where(valid, grads.gather(-1, where), 0.0)
+        total = part if total is None else total + part
+    return total
+
+
+def _plane_positions(in_sizes, device) -> torch.Tensor:
+    """Each input position's flat index in its plane."""
+    dims = len(in_sizes)
+    return sum(_along(d, dims, torch.arange(in_sizes[d], device=device)) * math.prod(in_sizes[d + 1:])
+               for d in range(dims)).reshape(math.prod(in_sizes))
 
 
 def _opmath(dtype: torch.dtype) -> torch.dtype:
@@ -168,16 +196,10 @@ def _max_pool_backward(dims: int):
         lead, in_sizes, out_sizes = x.shape[:-dims], x.shape[-dims:], grad_output.shape[-dims:]
         in_plane, out_plane = math.prod(in_sizes), math.prod(out_sizes)
         grads = grad_output.reshape(*lead, out_plane).to(_opmath(x.dtype))
-        picked = indices.reshape(*lead, out_plane)
-        position = sum(_along(d, dims, torch.arange(in_sizes[d], device=x.device)) * math.prod(in_sizes[d + 1:])
-                       for d in range(dims)).reshape(in_plane)
-        total = None
-        for where, valid in _windows_holding(in_sizes, out_sizes, kernel, _spatial(stride, dims, default=kernel),
-                                             _spatial(padding, dims), _spatial(dilation, dims), x.device):
-            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
-            hit = valid & (picked.gather(-1, where) == position)
-            part = torch.where(hit, grads.gather(-1, where), 0.0)
-            total = part if total is None else total + part
+        holding = _windows_holding(in_sizes, out_sizes, kernel, _spatial(stride, dims, default=kernel),
+                                   _spatial(padding, dims), _spatial(dilation, dims), x.device)
+        total = _gathered(grads, lead, in_plane, holding, indices.reshape(*lead, out_plane),
+                          _plane_positions(in_sizes, x.device))
         return total.to(x.dtype).reshape(x.shape)
 
     return backward
@@ -229,12 +251,8 @@ def _avg_pool_backward(dims: int):
         else:
             grads = grads / _avg_pool_divisors(in_sizes, out_sizes, kernel, strides, pads, count_include_pad,
                                                x.device)
-        grads = grads.reshape(*lead, out_plane)
-        total = None
-        for where, valid in _windows_holding(in_sizes, out_sizes, kernel, strides, pads, (1,) * dims, x.device):
-            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
-            part = torch.where(valid, grads.gather(-1, where), 0.0)
-            total = part if total is None else total + part
+        holding = _windows_holding(in_sizes, out_sizes, kernel, strides, pads, (1,) * dims, x.device)
+        total = _gathered(grads.reshape(*lead, out_plane), lead, in_plane, holding)
         return total.to(x.dtype).reshape(x.shape)
 
     return backward
@@ -334,15 +352,7 @@ def _adaptive_windows_holding(in_sizes, out_sizes, device):
         position = torch.arange(size, device=device)
         first, last = (position * out) // size, -((-(position + 1) * out) // size) - 1
         per_dim.append([((first + k).clamp(max=out - 1), first + k <= last) for k in range(max(runs))])
-    in_plane = math.prod(in_sizes)
-    for combo in itertools.product(*per_dim):
-        where, valid = None, None
-        for d, (window, covers) in enumerate(combo):
-            term = _along(d, dims, window) * math.prod(out_sizes[d + 1:])
-            inside = _along(d, dims, covers)
-            where = term if where is None else where + term
-            valid = inside if valid is None else valid & inside
-        yield where.reshape(in_plane), valid.reshape(in_plane)
+    yield from _candidate_windows(per_dim, in_sizes, out_sizes)
 
 
 def _adaptive_avg_pool_backward(dims: int):
@@ -360,11 +370,7 @@ def _adaptive_avg_pool_backward(dims: int):
             length = -((-(i + 1) * in_sizes[d]) // out_sizes[d]) - (i * in_sizes[d]) // out_sizes[d]
             count = _along(d, dims, length) if count is None else count * _along(d, dims, length)
         grads = (grad_output.to(_opmath(x.dtype)) / count).reshape(*lead, math.prod(out_sizes))
-        in_plane, total = math.prod(in_sizes), None
-        for where, valid in _adaptive_windows_holding(in_sizes, out_sizes, x.device):
-            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
-            part = torch.where(valid, grads.gather(-1, where), 0.0)
-            total = part if total is None else total + part
+        total = _gathered(grads, lead, math.prod(in_sizes), _adaptive_windows_holding(in_sizes, out_sizes, x.device))
         return total.to(x.dtype).reshape(x.shape)
 
     return backward
@@ -381,15 +387,8 @@ def _adaptive_max_pool_backward(dims: int):
         lead, in_sizes = x.shape[:-dims], x.shape[-dims:]
         in_plane, out_plane = math.prod(in_sizes), math.prod(out_sizes)
         grads = grad_output.reshape(*lead, out_plane).to(_opmath(x.dtype))
-        picked = indices.reshape(*lead, out_plane)
-        position = sum(_along(d, dims, torch.arange(in_sizes[d], device=x.device)) * math.prod(in_sizes[d + 1:])
-                       for d in range(dims)).reshape(in_plane)
-        total = None
-        for where, valid in _adaptive_windows_holding(in_sizes, out_sizes, x.device):
-            where = where.reshape(*([1] * len(lead)), in_plane).expand(*lead, in_plane)
-            hit = valid & (picked.gather(-1, where) == position)
-            part = torch.where(hit, grads.gather(-1, where), 0.0)
-            total = part if total is None else total + part
+        total = _gathered(grads, lead, in_plane, _adaptive_windows_holding(in_sizes, out_sizes, x.device),
+                          indices.reshape(*lead, out_plane), _plane_positions(in_sizes, x.device))
         return total.to(x.dtype).reshape(x.shape)
 
     return backward
