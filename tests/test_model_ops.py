@@ -133,6 +133,29 @@ def test_regression_losses_and_unfold_train_through_our_kernels(backend, loss):
     assert session.stats["fallback_ops"] == []
 
 
+ACTIVATIONS_AND_LOSSES = {
+    "elu": lambda x, y: F.elu(x, 0.7), "leaky_relu": lambda x, y: F.leaky_relu(x, 0.1),
+    "relu6": lambda x, y: F.relu6(x * 4), "hardtanh": lambda x, y: F.hardtanh(x, -0.5, 0.8),
+    "hardswish": lambda x, y: F.hardswish(x * 4), "hardsigmoid": lambda x, y: F.hardsigmoid(x * 4),
+    "softplus": lambda x, y: F.softplus(x, beta=2, threshold=1), "mish": lambda x, y: F.mish(x),
+    "logsigmoid": lambda x, y: F.logsigmoid(x), "glu": lambda x, y: F.glu(x, -1),
+    "logit": lambda x, y: torch.logit(y.sigmoid(), eps=0.01), "prelu": lambda x, y: F.prelu(x, torch.tensor([0.2])),
+    "bce": lambda x, y: F.binary_cross_entropy(x.sigmoid(), y.detach().sigmoid()),
+    "soft_margin": lambda x, y: F.soft_margin_loss(x, y.detach().sign()),
+    "diagonal": lambda x, y: torch.diagonal(x[:, :6], 1).exp(),
+}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("name", list(ACTIVATIONS_AND_LOSSES))
+def test_activation_and_loss_backwards_are_ours(backend, name):
+    # Their autograd formulas are ATen ops of their own (elu_backward, hardtanh_backward...), which ran in
+    # PyTorch in every training step that used them (found by the snippet sweep, 2026-12-04).
+    x, y = torch.randn(6, 8, requires_grad=True), torch.randn(6, 8, requires_grad=True)
+    session = _train_matches(ACTIVATIONS_AND_LOSSES[name], [x, y], [], backend)
+    assert session.stats["fallback_ops"] == []
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_affine_grid_is_ours(backend):
     # A spatial transformer's sampling grid; the grid sample's own backward stays PyTorch's call.

@@ -98,6 +98,14 @@ DECOMPOSE = [
     aten.affine_grid_generator, aten._native_batch_norm_legit.no_stats,
     # regression losses' backwards (pointwise) and Tensor.unfold's backward (framing, as in an STFT)
     aten.mse_loss_backward, aten.smooth_l1_loss_backward, aten.huber_loss_backward, aten.unfold_backward,
+    # the backwards of the activations and losses above whose forwards we decompose: their autograd
+    # formulas are ATen ops of their own, which ran in PyTorch in every training step that used them
+    # (ReLU6 and hardswish in MobileNets, leaky ReLU, ELU, softplus, mish, GLU, BCE...); torch's
+    # references, pointwise math, plus a diagonal's backward (zeros and a diagonal scatter)
+    aten.elu_backward, aten.leaky_relu_backward, aten.hardtanh_backward, aten.hardswish_backward,
+    aten.hardsigmoid_backward, aten.softplus_backward, aten.mish_backward, aten.log_sigmoid_backward,
+    aten.glu_backward, aten.logit_backward, aten._prelu_kernel_backward, aten.binary_cross_entropy_backward,
+    aten.soft_margin_loss_backward, aten.diagonal_backward,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
