@@ -36,6 +36,9 @@ PROGRAMS = {
     "masked_scatter": lambda x, src, index, rows, w: x.masked_scatter(x > 0, torch.arange(35.0)),
     "scatter_add_int": lambda x, src, index, rows, w: torch.scatter_add((x * 9).int(), 0, index,
                                                                         (src.nan_to_num() * 9).int()),
+    # overwrites into a bool mask (cumprod's backward scatters True); adds into bools stay PyTorch's
+    "scatter_value_bool": lambda x, src, index, rows, w: torch.scatter(x > 0, 1, index, True),
+    "scatter_bool": lambda x, src, index, rows, w: torch.scatter(x > 0, 0, index, src > 0),
 }
 
 

@@ -41,11 +41,13 @@ SHORT_SCATTER = 1 << 24  # scattered elements x positions along dim, at most
 REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 
 
-def _supported(self: torch.Tensor, index: torch.Tensor, src: Optional[torch.Tensor] = None) -> bool:
-    """Real, non-bool data with a non-empty int64 index (an empty one, or other dtypes: PyTorch's call)."""
+def _supported(self: torch.Tensor, index: torch.Tensor, src: Optional[torch.Tensor] = None,
+               overwrite: bool = False) -> bool:
+    """Real data with a non-empty int64 index (an empty one, or other dtypes: PyTorch's call); bools only
+    for overwrites, which select and never add (cumprod's backward scatters True into a bool mask)."""
     if self.dim() == 0 or index.numel() == 0 or index.dtype != torch.int64:
         return False
-    if self.dtype == torch.bool or self.is_complex():
+    if (self.dtype == torch.bool and not overwrite) or self.is_complex():
         return False
     return src is None or src.dtype == self.dtype
 
@@ -127,7 +129,7 @@ def _combine(kind: str, self: torch.Tensor, hits: "_Hits | _AtomicHits", include
 
 def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Tensor) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
-    if not _supported(self, index, src):
+    if not _supported(self, index, src, overwrite=True):
         return NotImplemented
     if not _short(self, dim, index):  # one store per element (store_scatter.py), else PyTorch's call
         stored = store_scatter(self, dim, index, src)
@@ -140,7 +142,7 @@ def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
 
 def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any) -> torch.Tensor:
     dim = dim % max(self.dim(), 1)
-    if not _supported(self, index):
+    if not _supported(self, index, overwrite=True):
         return NotImplemented
     if not _short(self, dim, index):  # the value stored at each position hit (store_scatter.py)
         stored = store_scatter(self, dim, index, self.new_full(index.shape, value))

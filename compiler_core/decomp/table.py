@@ -24,6 +24,7 @@ from compiler_core.decomp.histograms import HISTOGRAMS
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.lu_unpack import LU_UNPACK
 from compiler_core.decomp.orthogonal import ORTHOGONAL
+from compiler_core.decomp.padding import PADDING
 from compiler_core.decomp.pairwise import PAIRWISE
 from compiler_core.decomp.pooling import POOLING
 from compiler_core.decomp.scans import SCANS
@@ -106,6 +107,8 @@ DECOMPOSE = [
     aten.hardsigmoid_backward, aten.softplus_backward, aten.mish_backward, aten.log_sigmoid_backward,
     aten.glu_backward, aten.logit_backward, aten._prelu_kernel_backward, aten.binary_cross_entropy_backward,
     aten.soft_margin_loss_backward, aten.diagonal_backward,
+    # reflection padding's backward (image generators' ReflectionPad2d); replication's is ours (padding.py)
+    aten.reflection_pad1d_backward, aten.reflection_pad2d_backward, aten.reflection_pad3d_backward,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
 ]
@@ -116,7 +119,7 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS, **PADDING}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
