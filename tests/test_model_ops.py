@@ -157,6 +157,18 @@ def test_activation_and_loss_backwards_are_ours(backend, name):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("mode", ["reflect", "replicate"])
+@pytest.mark.parametrize("shape,pad", [((2, 3, 9), (2, 3)), ((2, 3, 6, 8), (2, 1, 0, 3)),
+                                       ((1, 2, 4, 5, 6), (1, 2, 2, 0, 1, 1)), ((3, 6, 8), (3, 0, 1, 2))],
+                         ids=["1d", "2d", "3d", "unbatched"])
+def test_padding_backwards_are_ours(backend, mode, shape, pad):
+    # ReflectionPad2d / ReplicationPad2d in image generators: their backwards ran in PyTorch.
+    x = torch.randn(*shape, requires_grad=True)
+    session = _train_matches(lambda t: F.pad(t, pad, mode=mode).sin(), [x], [], backend)
+    assert session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_affine_grid_is_ours(backend):
     # A spatial transformer's sampling grid; the grid sample's own backward stays PyTorch's call.
     x, theta = torch.randn(2, 3, 5, 5), torch.randn(2, 2, 3)
