@@ -28,7 +28,6 @@ NEVER_IN_OUR_GRAPHS = {
 }
 # Backward ops that stay PyTorch's call, with why.
 LEFT_TO_PYTORCH = {
-    "grid_sampler_2d_backward": "a scatter of bilinear weights into the input: not lowered",
     "grid_sampler_3d_backward": "a scatter of trilinear weights into the input: not lowered",
     "masked_scatter_backward": "a gather by the mask's running count, a scan longer than our scans take",
     "_upsample_bilinear2d_aa_backward": "the antialiased upsample's backward: not lowered",

@@ -169,6 +169,20 @@ def test_padding_backwards_are_ours(backend, mode, shape, pad):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("align_corners", [False, True])
+def test_bilinear_grid_sample_trains_through_our_kernels(backend, align_corners):
+    # grid_sampler_2d_backward (spatial transformers, deformable attention, flow warping) ran in PyTorch:
+    # now a scatter-add into the input's four corners and the weights' derivatives for the grid. Points
+    # outside the image (zero padding) included.
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(2, 3, 5, 6, generator=gen).requires_grad_()
+    grid = (torch.rand(2, 4, 7, 2, generator=gen) * 2.4 - 1.2).requires_grad_()
+    session = _train_matches(lambda a, g: F.grid_sample(a, g, align_corners=align_corners).sin(), [x, grid], [],
+                             backend)
+    assert session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_affine_grid_is_ours(backend):
     # A spatial transformer's sampling grid; the grid sample's own backward stays PyTorch's call.
     x, theta = torch.randn(2, 3, 5, 5), torch.randn(2, 2, 3)

@@ -84,4 +84,49 @@ def grid_sampler_3d(a: torch.Tensor, grid: torch.Tensor, interpolation_mode: int
     return total
 
 
-GRID_SAMPLE = {aten.grid_sampler_3d.default: grid_sampler_3d}
+def grid_sampler_2d_backward(grad_output: torch.Tensor, a: torch.Tensor, grid: torch.Tensor, interpolation_mode: int,
+                             padding_mode: int, align_corners: bool, output_mask) -> Any:
+    """Bilinear sampling with zero padding (spatial transformers, deformable attention, flow warping);
+    other modes stay PyTorch's call. The input's gradient adds each output gradient, times its corner's
+    weight, into the four corners inside the image (a scatter-add: our atomic scatter); the grid's is the
+    weights' derivatives times the corner values and the output gradient, summed over channels, scaled
+    from pixels back to [-1, 1]."""
+    if (a.dim() != 4 or grid.dim() != 4 or interpolation_mode != 0 or padding_mode != 0
+            or a.dtype not in (torch.float32, torch.float64) or grid.dtype != a.dtype
+            or a.numel() == 0 or grid.numel() == 0):
+        return NotImplemented
+    n, c, height, width = a.shape
+    points = grid.shape[1] * grid.shape[2]
+    x = _source(grid[..., 0], width, 0, align_corners).reshape(n, 1, points)
+    y = _source(grid[..., 1], height, 0, align_corners).reshape(n, 1, points)
+    left, top = torch.floor(x), torch.floor(y)
+    right, bottom = left + 1, top + 1
+    grad = grad_output.reshape(n, c, points)
+    flat = a.reshape(n, c, height * width)
+    # (corner x, corner y, its weight, d weight / d x, d weight / d y), in ATen's order nw, ne, sw, se
+    corners = ((left, top, (right - x) * (bottom - y), -(bottom - y), -(right - x)),
+               (right, top, (x - left) * (bottom - y), bottom - y, -(x - left)),
+               (left, bottom, (right - x) * (y - top), -(y - top), right - x),
+               (right, bottom, (x - left) * (y - top), y - top, x - left))
+    grad_input = torch.zeros_like(flat) if output_mask[0] else None
+    grad_x = grad_y = None
+    for cx, cy, weight, by_x, by_y in corners:
+        inside = (cx >= 0) & (cx < width) & (cy >= 0) & (cy < height)
+        index = torch.where(inside, cy * width + cx, 0).to(torch.int64).expand(n, c, points)
+        if grad_input is not None:
+            grad_input = grad_input.scatter_add(2, index, torch.where(inside, grad * weight, 0.0))
+        if output_mask[1]:
+            value = torch.where(inside, flat.gather(2, index), 0.0) * grad
+            part_x, part_y = (value * by_x).sum(1), (value * by_y).sum(1)
+            grad_x = part_x if grad_x is None else grad_x + part_x
+            grad_y = part_y if grad_y is None else grad_y + part_y
+    grad_grid = None
+    if output_mask[1]:
+        scale_x = (width - 1) / 2 if align_corners else width / 2
+        scale_y = (height - 1) / 2 if align_corners else height / 2
+        grad_grid = torch.stack([grad_x * scale_x, grad_y * scale_y], -1).reshape(grid.shape)
+    return (grad_input.reshape(a.shape) if grad_input is not None else None, grad_grid)
+
+
+GRID_SAMPLE = {aten.grid_sampler_3d.default: grid_sampler_3d,
+               aten.grid_sampler_2d_backward.default: grid_sampler_2d_backward}
