@@ -32,6 +32,7 @@ from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.compiled_module import CompiledModule
 from compiler_core.decomp.conv_layout import CHOICES as CONV_LAYOUTS
 from compiler_core.decomp.conv_layout import choose_conv_layout
+from compiler_core.decomp.corrections import corrected_references
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.gc_pause import gc_paused
 from compiler_core.ir import symbolic
@@ -292,7 +293,7 @@ class CompiledFunction:
         record.symbolic = True
         record.sizes = per_size.describe(per_size.example_bindings(traced))
         try:
-            with _compat.backward_compiled_eagerly():
+            with _compat.backward_compiled_eagerly(), corrected_references():
                 return _compat.aot_compile(
                     gm, example_inputs, decompositions=decomposition_table(),
                     fw_compiler=_outside_dynamo(functools.partial(compile_symbolic, record)),
@@ -308,14 +309,16 @@ class CompiledFunction:
     def _aot(self, gm: torch.fx.GraphModule, example_inputs: list, record: GraphRecord,
              session: CompileSession) -> Callable:
         try:
-            return _compat.aot_compile(
-                gm, example_inputs,
-                fw_compiler=_outside_dynamo(functools.partial(self._compile_aten, record=record, session=session)),
-                bw_compiler=_outside_dynamo(functools.partial(self._compile_backward, record=record,
-                                                              session=session)),
-                decompositions=decomposition_table(),
-                partition_fn=functools.partial(self._partition, record=record, session=session),
-            )
+            with corrected_references():  # torch references that differ from eager (decomp/corrections.py)
+                return _compat.aot_compile(
+                    gm, example_inputs,
+                    fw_compiler=_outside_dynamo(functools.partial(self._compile_aten, record=record,
+                                                                  session=session)),
+                    bw_compiler=_outside_dynamo(functools.partial(self._compile_backward, record=record,
+                                                                  session=session)),
+                    decompositions=decomposition_table(),
+                    partition_fn=functools.partial(self._partition, record=record, session=session),
+                )
         except _compat.dynamo_restart_exceptions():
             # Dynamo restarts its analysis (e.g. dynamic=True specializing a float input that AOT
             # could not turn into a tensor) and calls us again: this attempt leaves no record.
