@@ -103,6 +103,9 @@ def _native(stats: dict) -> bool:
 
 BACKEND = {"cpu": "cpp", "cuda": "triton"}
 DEVICE = "cpu"  # set by --device in each worker process
+# --reference-inputs: OpInfo's reference inputs (the samples plus edge cases: extremal values, odd
+# shapes) instead of its samples, spread the same way
+REFERENCE_INPUTS = False
 # --gpu-source: the Triton plans of each op's first compiled sample, compiled for the H200 at the end.
 GPU_PLANS: dict[str, list] = {}
 
@@ -189,7 +192,8 @@ def sweep_op(op, cap: int | None, gpu_source: bool = False) -> dict:
            "native": 0, "matched": 0, "mismatched": 0, "eager_nondeterministic": 0, "mismatches": [],
            "blockers": "", "no_kernel": False}
     try:
-        samples = list(op.sample_inputs(DEVICE, dtype, requires_grad=False))
+        make = op.reference_inputs if REFERENCE_INPUTS else op.sample_inputs
+        samples = list(make(DEVICE, dtype, requires_grad=False))
         first = run_sample(op, samples[0], keep_plans=name if gpu_source else None)
     except Exception:  # noqa: BLE001 - no usable sample, or eager itself raises
         row["status"] = "skipped"
@@ -322,6 +326,8 @@ def main() -> None:
     parser.add_argument("--device", choices=sorted(BACKEND), default="cpu",
                         help="cpu: C++ backend (default); cuda: Triton backend on the GPU")
     parser.add_argument("--json-out", help="also write the result JSON to this file")
+    parser.add_argument("--reference-inputs", action="store_true",
+                        help="OpInfo's reference inputs (samples plus edge cases) instead of its samples")
     parser.add_argument("--gpu-source", action="store_true",
                         help="also compile the Triton GPU source of each compiled op's first sample for an H200 "
                              "(sm_90), without a GPU (compiler_core/codegen/triton/ahead.py)")
@@ -330,8 +336,9 @@ def main() -> None:
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
-    global DEVICE
+    global DEVICE, REFERENCE_INPUTS
     DEVICE = args.device
+    REFERENCE_INPUTS = args.reference_inputs
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda needs a CUDA GPU; none is visible to torch")
     if args.ops_from:
@@ -344,7 +351,8 @@ def main() -> None:
         return
     start = time.perf_counter()
     flags = ((["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
-             + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else []))
+             + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else [])
+             + (["--reference-inputs"] if args.reference_inputs else []))
     # The shards are already one process per core: compile worker processes of their own on the GPU
     # (runtime/parallel_compile.py) would start a dozen more in each.
     env = {**os.environ, "FCOMPILE_COMPILE_WORKERS": os.environ.get("FCOMPILE_COMPILE_WORKERS", "0")}
