@@ -97,7 +97,9 @@ SNIPPETS = {
         lambda: (t(4, 5),),
     ),
     "margin_losses": (
-        lambda a, b: F.margin_ranking_loss(a, b, torch.sign(a - b).detach()) + F.soft_margin_loss(a, torch.sign(b).detach()),
+        lambda a, b: (
+            F.margin_ranking_loss(a, b, torch.sign(a - b).detach()) + F.soft_margin_loss(a, torch.sign(b).detach())
+        ),
         lambda: (t(7), t(7)),
     ),
     "embedding_losses": (

@@ -140,3 +140,18 @@ def test_spherical_bessel_j0_is_as_accurate_as_eager(backend):
     eagers = ((expected.double() - exact).abs() / exact.abs())[measurable].max()
     assert ours <= max(2 * eagers, 2e-7), (ours, eagers)
     assert compiled.session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_sign_of_nan_and_signed_zero_is_eagers(backend):
+    # ATen's sign is two comparisons: NaN gives 0 (found by the OpInfo sweep's --reference-inputs;
+    # ours had kept NaN). Also through sgn and in a fused expression.
+    x = torch.tensor([1.5, -2.0, 0.0, -0.0, float("nan"), float("inf"), float("-inf"), -float("nan"), 3e-39])
+
+    def fn(x):
+        return torch.sign(x), torch.sgn(x) * 2 + 1
+
+    compiled = cc.compile(fn, backend=backend)
+    for got, expected in zip(compiled(x), fn(x)):
+        torch.testing.assert_close(got, expected, equal_nan=True)
+        assert torch.equal(torch.signbit(got), torch.signbit(expected))

@@ -38,7 +38,7 @@ POINTWISE: dict[str, tuple[int, str]] = {
     "ceil": (1, "round toward +inf"),
     "trunc": (1, "round toward zero"),
     "round": (1, "round half to even"),
-    "sign": (1, "-1, 0 or 1 (NaN stays NaN)"),
+    "sign": (1, "-1, 0 or 1 (NaN gives 0, as ATen's two comparisons)"),
     "tan": (1, "tangent"),
     "asin": (1, "arcsine (NaN outside [-1, 1])"),
     "acos": (1, "arccosine (NaN outside [-1, 1])"),

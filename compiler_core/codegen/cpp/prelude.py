@@ -131,8 +131,8 @@ template <typename T> static inline T pow(T a, T b) {
     return static_cast<T>(r);
   }
 }
+// As ATen's (on the CPU, torch 2.13): two comparisons, so NaN and -0.0 give 0.
 template <typename T> static inline T sign(T a) {
-  if constexpr (std::is_floating_point_v<T>) { if (a != a) return a; }
   return static_cast<T>((T(0) < a) - (a < T(0)));
 }
 // erf for float, branch-free and without exp or division, so loops calling it vectorise well

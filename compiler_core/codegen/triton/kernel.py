@@ -247,9 +247,8 @@ class TritonPrinter(CSEPrinter):
             blocks = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
                       for t, x in zip(a[:4], v.args[:4])]
             return f"_recurrence({', '.join(blocks + a[4:])})"
-        if name == "sign":
-            s = f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
-            return f"tl.where({a[0]} != {a[0]}, {a[0]}, {s})" if floating else s
+        if name == "sign":  # two comparisons, as ATen's: NaN and -0.0 give 0
+            return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
         if name in ("floordiv", "truncdiv", "remainder", "fmod"):
             if floating:
                 q = f"({a[0]} / {a[1]})"
