@@ -41,6 +41,23 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: 
                                  decompositions=decompositions, keep_inference_input_mutations=False, **extra)
 
 
+def set_autograd_kernel(op: torch._ops.OpOverload, kernel: Optional[Callable]) -> Optional[Callable]:
+    """Install `kernel` as the Python kernel `op` runs at the Autograd key (None removes it), as
+    torch's own `py_impl(DispatchKey.Autograd)` references are installed; returns the one it had.
+    The operator's dispatch cache is cleared so the next call sees it."""
+    from torch._C import DispatchKey
+
+    previous = op.py_kernels.get(DispatchKey.Autograd)
+    if kernel is None:
+        op.py_kernels.pop(DispatchKey.Autograd, None)
+    else:
+        op.py_kernels[DispatchKey.Autograd] = kernel
+    cache = getattr(op, "_dispatch_cache", None)
+    if cache is not None:
+        cache.clear()
+    return previous
+
+
 def can_compile_backward_eagerly() -> bool:
     """Whether AOTAutograd can be told to compile a backward graph in the forward's compilation
     (torch._functorch.config.force_non_lazy_backward_lowering), rather than at the first backward."""

@@ -21,7 +21,8 @@ import contextlib
 from typing import Iterator
 
 import torch
-from torch._C import DispatchKey
+
+from compiler_core import _compat
 
 aten = torch.ops.aten
 
@@ -57,16 +58,11 @@ CORRECTED = {aten.multilabel_margin_loss_forward.default: multilabel_margin_loss
 
 @contextlib.contextmanager
 def corrected_references() -> Iterator[None]:
-    saved = {op: op.py_kernels.get(DispatchKey.Autograd) for op in CORRECTED}
+    saved = {}
     try:
         for op, fn in CORRECTED.items():
-            op.py_kernels[DispatchKey.Autograd] = fn
-            op._dispatch_cache.clear()
+            saved[op] = _compat.set_autograd_kernel(op, fn)
         yield
     finally:
         for op, kernel in saved.items():
-            if kernel is None:
-                op.py_kernels.pop(DispatchKey.Autograd, None)
-            else:
-                op.py_kernels[DispatchKey.Autograd] = kernel
-            op._dispatch_cache.clear()
+            _compat.set_autograd_kernel(op, kernel)
