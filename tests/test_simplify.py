@@ -11,7 +11,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core.ir.index import Index
-from compiler_core.ir.values import Cast, Constant, Load, Op, format_value, walk
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, format_value, walk
 from compiler_core.schedule import simplify
 from compiler_core.schedule.plan_passes import describe_passes
 from compiler_core.schedule.simplify import simplify_value
@@ -40,6 +40,16 @@ def _const(v, dtype=F32):
     (Op("mul", (_const(3.0), _const(0.1)), F32), _const((torch.tensor(3.0) * torch.tensor(0.1)).item()), simplify.FOLD),
     (Op("add", (Load("i", Index.var("x0"), I64), _const(0, I64)), I64), Load("i", Index.var("x0"), I64),
      simplify.ADD_ZERO_INT),
+    (IndexValue(Index.of(3), I64), _const(3, I64), simplify.CONSTANT_POSITION),
+    (Op("lt", (_const(0, I64), _const(1, I64)), torch.bool), _const(True, torch.bool), simplify.FOLD_COMPARE),
+    (Op("ge", (IndexValue(Index.of(0), I64), _const(1, I64)), torch.bool), _const(False, torch.bool),
+     simplify.FOLD_COMPARE),
+    (Op("logical_and", (C, _const(True, torch.bool)), torch.bool), C, simplify.BOOL_IDENTITY),
+    (Op("logical_and", (_const(False, torch.bool), C), torch.bool), _const(False, torch.bool),
+     simplify.BOOL_IDENTITY),
+    (Op("logical_or", (C, _const(False, torch.bool)), torch.bool), C, simplify.BOOL_IDENTITY),
+    (Op("where", (_const(True, torch.bool), X, _const(2.0)), F32), X, simplify.CONSTANT_WHERE),
+    (Op("where", (_const(False, torch.bool), X, _const(2.0)), F32), _const(2.0), simplify.CONSTANT_WHERE),
 ])
 def test_each_rule(tree, expected, rule):
     got, counts = simplify_value(tree)
@@ -174,3 +184,22 @@ def test_gathered_positions_are_simplified_too(backend):
                 format_value(position)
     for k in compiled.session.kernels:
         assert not re.search(r"\* 1\)|\+ 0\)", k.source), k.source
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_select_of_a_concatenation_reads_its_piece_directly(backend):
+    """`cat([x[..., None], y[..., None]], -1)[..., 0]` (how a complex value's real part is read from its
+    pair) is x: the piece a constant position falls in is known when the kernel is printed. Before the
+    constant-position rule, Triton's interpreter rejected the `block & (0 < 1)` load mask it made."""
+
+    def fn(x, y, c):
+        pair = torch.cat([x.unsqueeze(-1), y.unsqueeze(-1)], -1)
+        return torch.cat([torch.where(c, x, y), pair[..., 0] + 1, pair[..., 1] * 2], 1)
+
+    x, y = torch.randn(5, 6), torch.randn(5, 6)
+    compiled = cc.compile(fn, backend=backend)
+    assert torch.equal(compiled(x, y, x > 0), fn(x, y, x > 0))
+    (kernel,) = compiled.session.kernels
+    assert "tl.full([]" not in kernel.source, kernel.source  # no position left to compare at run time
+    log = describe_passes(kernel.passes)
+    assert simplify.CONSTANT_POSITION in log and simplify.FOLD_COMPARE in log, log

@@ -11,6 +11,11 @@ NaN, infinities and signed zeros included. That rules out `x + 0.0 -> x` (-0.0 +
     where(c, where(c, a, _), b)    -> where(c, a, b)    (and the same in the else branch)
     to_T(x) where x is already T   -> x
     constant op constant           -> one constant, computed by torch in the op's dtype
+    constant comparison constant   -> True or False
+    x and True, x or False         -> x          (bool)
+    where(True, a, b), where(False, a, b) -> a, b
+    a position that is a constant  -> that constant (a select of a stacked or concatenated tensor:
+                                                     which piece it reads is known when it is printed)
 
     value, counts = simplify_value(value)   # counts: Counter of the rules that fired
 """
@@ -24,7 +29,7 @@ from typing import Optional
 
 import torch
 
-from compiler_core.ir.values import Cast, Constant, Load, Op, Value
+from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op, Value
 
 # The rules by the names the pass log prints.
 MUL_ONE = "x * 1 -> x"
@@ -35,11 +40,16 @@ DOUBLE_NEG = "-(-x) -> x"
 NESTED_WHERE = "where(c, where(c, a, _), b) -> where(c, a, b)"
 SAME_CAST = "to_T(x: T) -> x"
 FOLD = "constant op constant -> constant"
+FOLD_COMPARE = "constant comparison constant -> True/False"
+BOOL_IDENTITY = "x and True, x or False -> x"
+CONSTANT_WHERE = "where(True/False, a, b) -> a / b"
+CONSTANT_POSITION = "a constant position -> constant"
 
 # Ops folded when every argument is a constant (torch computes them in the op's dtype, so the result
 # is the value the kernel would have computed).
 _FOLDABLE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div,
              "maximum": torch.maximum, "minimum": torch.minimum, "neg": torch.neg}
+_COMPARISONS = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
 
 
 def simplify_value(value: Value) -> tuple[Value, Counter]:
@@ -79,6 +89,9 @@ def simplify_value(value: Value) -> tuple[Value, Counter]:
                 return v
             return dataclasses.replace(v, mask=mask, indirect=tuple(dataclasses.replace(t, value=new)
                                                                     for new, t in zip(positions, v.indirect)))
+        if isinstance(v, IndexValue) and not v.index.terms and isinstance(v.index.const, int):
+            counts[CONSTANT_POSITION] += 1
+            return Constant(torch.tensor(v.index.const, dtype=v.dtype).item(), v.dtype)
         return v  # constants, index values, reduction results
 
     return visit(value), counts
@@ -91,6 +104,18 @@ def _rewrite(v: Op) -> tuple[Value, Optional[str]]:
         folded = _fold(v)
         if folded is not None:
             return folded, FOLD
+    if all(isinstance(a, Constant) for a in args) and v.op in _COMPARISONS and v.dtype == torch.bool:
+        tensors = [torch.tensor(a.value, dtype=a.dtype) for a in args]
+        return Constant(bool(_COMPARISONS[v.op](*tensors).item()), torch.bool), FOLD_COMPARE
+    if v.op in ("logical_and", "logical_or") and v.dtype == torch.bool:
+        neutral = v.op == "logical_and"  # True for and, False for or
+        for keep, other in ((args[0], args[1]), (args[1], args[0])):
+            if isinstance(other, Constant) and other.dtype == torch.bool and _dtype(keep) == torch.bool:
+                return (keep if bool(other.value) == neutral else other), BOOL_IDENTITY
+    if v.op == "where" and isinstance(args[0], Constant):
+        chosen = args[1] if bool(args[0].value) else args[2]
+        if _dtype(chosen) == v.dtype:
+            return chosen, CONSTANT_WHERE
     if v.op == "mul" and len(args) == 2:
         for keep, one in ((args[0], args[1]), (args[1], args[0])):
             if _is_constant(one, 1) and _dtype(keep) == v.dtype:
