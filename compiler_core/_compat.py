@@ -264,6 +264,21 @@ def fake_value(node: torch.fx.Node) -> Any:
     return node.meta.get("val", node.meta.get("example_value"))
 
 
+def is_alias_of(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether two tensors share storage (real or fake tensors alike)."""
+    return bool(torch._C._is_alias_of(a, b))
+
+
+def fake_mode_of(gm: torch.fx.GraphModule) -> Any:
+    """The FakeTensorMode an AOT graph's values were traced in (None if it has no fake values): new
+    nodes get their values computed in it, sharing its shape environment."""
+    for node in gm.graph.nodes:
+        val = node.meta.get("val")
+        if isinstance(val, torch._subclasses.FakeTensor):
+            return val.fake_mode
+    return None
+
+
 def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str, Any]:
     """exec generated Triton source; return its namespace (jitted kernels), in interpreter mode if asked.
 

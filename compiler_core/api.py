@@ -30,6 +30,7 @@ from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
 from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.compiled_module import CompiledModule
+from compiler_core.decomp.complex_pairs import as_real_pairs, has_complex, reinterpreting
 from compiler_core.decomp.conv_layout import CHOICES as CONV_LAYOUTS
 from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.corrections import corrected_references
@@ -466,6 +467,9 @@ def _compile_stages(gm: torch.fx.GraphModule, example_inputs: list, record: Grap
     backend = _choose_backend(options.backend, example_inputs, gm)
     timer = _StageTimer(record)
     with timer("decomp"):
+        # Complex tensors become real ones (decomp/complex_pairs.py); the caller still sees complex.
+        if has_complex(gm):
+            gm, record.complex_pairs = as_real_pairs(gm)
         on_cpu = not any(isinstance(t, torch.Tensor) and t.device.type != "cpu" for t in example_inputs)
         inference = record.joint is None and record.part == "forward"
         record.layout = choose_conv_layout(gm, options.conv_layout, on_cpu_inference=on_cpu and inference,
@@ -512,6 +516,8 @@ def _compile_stages(gm: torch.fx.GraphModule, example_inputs: list, record: Grap
     with timer("build"):
         record.artifact = build_program(loaded, record.kernels, record.wrapper, record.loops, options.mode, configs,
                                         tuning_log, checker)
+    if record.complex_pairs is not None:
+        return reinterpreting(record.artifact.call, record.complex_pairs)
     return _compat.boxed(record.artifact.call)
 
 

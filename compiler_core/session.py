@@ -10,7 +10,7 @@ import torch
 from compiler_core.autodiff.artifacts import JointGraph, Partition
 from compiler_core.capture.artifacts import CapturedGraph, GraphBreak, Recompile
 from compiler_core.codegen.artifacts import KernelSource, WrapperProgram
-from compiler_core.decomp.artifacts import LayoutDecision, PrimGraph
+from compiler_core.decomp.artifacts import ComplexPairs, LayoutDecision, PrimGraph
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.runtime.artifacts import CompiledArtifact, KernelCheck
 from compiler_core.schedule.artifacts import MemoryPlan, Schedule
@@ -28,6 +28,8 @@ class GraphRecord:
     partition: Optional[Partition] = None  # training: what the forward saves for the backward, and why
     # Convolution graphs: the layout chosen for their activations, and why (decomp/conv_layout.py).
     layout: Optional[LayoutDecision] = None
+    # Graphs with complex tensors: how they were rewritten into real ones (decomp/complex_pairs.py).
+    complex_pairs: Optional[ComplexPairs] = None
     prims: Optional[PrimGraph] = None
     loops: Optional[LoopGraph] = None
     schedule: Optional[Schedule] = None
@@ -69,6 +71,8 @@ class GraphRecord:
             parts.append(f"# FELL BACK TO EAGER: {self.fallback_reason}")
         if self.layout is not None and self.layout.convolutions:
             parts.append(f"# {self.layout.pretty()}")
+        if self.complex_pairs is not None:
+            parts.append("# " + self.complex_pairs.pretty().replace("\n", "\n# "))
         for title, art in (("joint graph", self.joint), ("partition", self.partition), ("primitives", self.prims),
                            ("loop IR", self.loops), ("schedule", self.schedule), ("memory plan", self.memory),
                            ("wrapper", self.wrapper)):

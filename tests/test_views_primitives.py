@@ -37,3 +37,20 @@ def test_render_covers_forward_and_backward_with_a_chart():
     assert "backward" in html
     assert html.count("data:image/svg+xml;base64,") == 2  # one histogram each
     assert "why PyTorch runs it" in html and "matmul" in html
+
+
+def test_complex_rewrite_is_shown_with_what_became_real_ops():
+    def rotate_then_spectrum(z, x):
+        return torch.view_as_real(torch.view_as_complex(x) * z), torch.fft.rfft(x[..., 0]).abs()
+
+    z, x = torch.randn(4, 8, dtype=torch.complex64), torch.randn(4, 8, 2)
+    view = explore(rotate_then_spectrum, z, x, repeats=0, kernels_for=())
+    model = primitives.primitives_model(view.exploration.session.graphs[0], "graph 0")
+    assert "inputs [1] are viewed as real pairs" in model.complex_summary  # z: Dynamo orders inputs by use
+    assert any("aten.mul.Tensor" in r for r in model.complex_rewritten)
+    assert any("_fft_r2c" in r and "PyTorch's, on real pairs" in r for r in model.complex_rewritten)
+    assert any("FFT on complex values" in why for _, _, why in model.externs)
+    html = view.sections["Primitives"]
+    assert "Complex tensors: complex values as real pairs" in html and "complex op (node: ATen op)" in html
+    for got, expected in zip(cc.compile(rotate_then_spectrum)(z, x), rotate_then_spectrum(z, x)):
+        torch.testing.assert_close(got, expected)

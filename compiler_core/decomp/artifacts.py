@@ -1,5 +1,6 @@
 """PrimGraph: the ATen graph after decomposition, each node classified into the primitive set; and
-LayoutDecision: the activation layout chosen for a convolution graph (conv_layout.py)."""
+LayoutDecision: the activation layout chosen for a convolution graph (conv_layout.py); ComplexPairs:
+how a graph with complex tensors was rewritten into real ones (complex_pairs.py)."""
 
 from __future__ import annotations
 
@@ -49,3 +50,19 @@ class LayoutDecision:
         made = ", ".join(self.conversions) or "none"
         return (f"layout: channels-last activations for {self.convolutions} convolution(s) ({self.reason}); "
                 f"conversions inserted: {made}")
+
+
+@dataclass(frozen=True)
+class ComplexPairs:
+    """What the rewrite did to one graph: which inputs and outputs the host program reinterprets, and
+    which complex ops became real ones."""
+
+    complex_inputs: tuple[int, ...]  # placeholder positions given as view_as_real pairs
+    complex_outputs: tuple[int, ...]  # output positions returned as pairs, viewed as complex after
+    rewritten: tuple[str, ...]  # "node: op" for each complex op rewritten into real ops
+
+    def pretty(self) -> str:
+        lines = [f"complex values as real pairs: inputs {list(self.complex_inputs)} are viewed as real pairs, "
+                 f"outputs {list(self.complex_outputs)} as complex again; {len(self.rewritten)} ops rewritten"]
+        lines += [f"  {r}" for r in self.rewritten]
+        return "\n".join(lines)

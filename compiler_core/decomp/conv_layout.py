@@ -56,6 +56,7 @@ from typing import Any
 import torch
 from torch.fx.node import map_arg
 
+from compiler_core import _compat
 from compiler_core.decomp.artifacts import LayoutDecision
 
 aten = torch.ops.aten
@@ -220,8 +221,7 @@ def _restore_output_layouts(gm: torch.fx.GraphModule, saved: dict, inserted: lis
 
 
 def _fake_mode(gm: torch.fx.GraphModule) -> Any:
-    for node in gm.graph.nodes:
-        val = node.meta.get("val")
-        if isinstance(val, torch._subclasses.FakeTensor):
-            return val.fake_mode
-    raise RuntimeError("the graph carries no fake values")
+    mode = _compat.fake_mode_of(gm)
+    if mode is None:
+        raise RuntimeError("the graph carries no fake values")
+    return mode

@@ -14,6 +14,7 @@ import functools
 import torch
 
 from compiler_core import _compat
+from compiler_core.decomp import complex_calls
 from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.asserts import ASSERTS
@@ -309,6 +310,9 @@ def classify(node: torch.fx.Node) -> tuple[str, str]:
         return "extern", LIBRARY_OPS[packet]
     if target is __import__("operator").getitem:
         return "getitem", ""
+    complex_call = complex_calls.reason(target)
+    if complex_call is not None:
+        return "extern", complex_call
     if _is_linalg_error_check(node):
         return "extern", "linear-algebra error check (raises eager's error on a singular input) runs in PyTorch"
     return "extern", f"no lowering for {target}: runs in PyTorch"

@@ -37,6 +37,10 @@ class PrimitivesModel:
     aten: tuple[tuple[str, int, str], ...]  # (ATen op, count, its primitive(s)), most frequent first
     after: tuple[tuple[str, int], ...]  # (primitive, count), most frequent first; "extern" counts calls
     externs: tuple[tuple[str, str, str], ...]  # (FX node, op, why it is an extern call)
+    # Graphs with complex tensors: what became real ops, and the complex inputs/outputs the host
+    # program reinterprets (compiler_core/decomp/complex_pairs.py); () and "" otherwise.
+    complex_rewritten: tuple[str, ...] = ()
+    complex_summary: str = ""
 
 
 def _op_name(target: object) -> str:
@@ -73,7 +77,10 @@ def primitives_model(record: GraphRecord, title: str = "") -> Optional[Primitive
     after_nodes = {n.name: n for n in prims.graph_module.graph.nodes}
     externs = tuple((name, _op_name(after_nodes[name].target) if name in after_nodes else "?", reason)
                     for name, reason in prims.externs.items())
-    return PrimitivesModel(title, captured, aten, tuple(prims.histogram.items()), externs)
+    pairs = record.complex_pairs
+    rewritten = pairs.rewritten if pairs is not None else ()
+    summary = pairs.pretty().splitlines()[0] if pairs is not None else ""
+    return PrimitivesModel(title, captured, aten, tuple(prims.histogram.items()), externs, rewritten, summary)
 
 
 def render(exp: Exploration) -> str:
@@ -106,6 +113,10 @@ def section(model: PrimitivesModel) -> str:
     if model.captured:
         parts.append(table(["captured call (Dynamo)", "count"], model.captured, numeric=(1,)))
     parts.append(table(["ATen op (after decomposition)", "count", "primitive"], model.aten, numeric=(1,)))
+    if model.complex_summary:
+        parts.append(f"<p>Complex tensors: {esc(model.complex_summary)}. Our kernels compute with real and "
+                     "imaginary parts; ops with no real rewrite are PyTorch's calls on the pairs.</p>")
+        parts.append(table(["complex op (node: ATen op)"], [(r,) for r in model.complex_rewritten]))
     if model.externs:
         parts.append(table(["FX node", "op", "why PyTorch runs it"], model.externs))
     else:

@@ -1,0 +1,169 @@
+"""Complex tensors (compiler_core/decomp/complex_pairs.py): a graph holding one used to run wholly in
+eager PyTorch ("dtype complex64, which the code generators do not support"). It is now rewritten into
+real ops; the caller still passes and gets complex tensors. Checked on both backends: values (and
+gradients) as eager's, nothing left to PyTorch, what the rewrite recorded, and that an op with no rule
+still falls back with that op named."""
+
+import pytest
+import torch
+
+import compiler_core as cc
+from tests.models.meta_llama import rotate, rotation_table
+
+BACKENDS = ["cpp", "triton"]
+
+
+@pytest.fixture(autouse=True)
+def _fresh_dynamo():
+    torch._dynamo.reset()
+    yield
+
+
+def _all_ours(session, externs: int = 0) -> None:
+    stats = session.stats
+    assert stats["fallback_graphs"] == 0, session.messages
+    assert stats["fallback_ops"] == [], stats["fallback_ops"]
+    assert stats["extern_calls"] == externs, stats
+    assert all(g.complex_pairs is not None for g in session.all_records()), "no graph was rewritten"
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_meta_rotary_embedding_is_one_kernel_and_trains(backend):
+    table = rotation_table(16, 8)
+    q = torch.randn(2, 8, 4, 16, requires_grad=True)
+    k = torch.randn(2, 8, 2, 16, requires_grad=True)
+    compiled = cc.compile(rotate, backend=backend)
+    got = compiled(q, k, table)
+    expected = rotate(q, k, table)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)  # the same four products and two sums as eager
+    probe_q, probe_k = torch.randn_like(q), torch.randn_like(k)
+    grads = torch.autograd.grad((got[0] * probe_q).sum() + (got[1] * probe_k).sum(), (q, k))
+    expected_grads = torch.autograd.grad((expected[0] * probe_q).sum() + (expected[1] * probe_k).sum(), (q, k))
+    for a, b in zip(grads, expected_grads):
+        torch.testing.assert_close(a, b)
+    session = compiled.session
+    _all_ours(session)
+    forward, backward = session.graphs[0], session.graphs[0].backward
+    assert len(forward.kernels) <= 2 and len(backward.kernels) == 1, [k.name for k in session.kernels]
+    assert forward.complex_pairs.complex_inputs == (2,)  # the table, viewed as real pairs by the host
+    assert "mul: aten.mul.Tensor" in forward.complex_pairs.pretty()
+    assert "complex values as real pairs" in forward.pretty()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_arithmetic_matches_eager(backend):
+    def fn(re, im, w):
+        z = torch.complex(re, im)
+        rotated = torch.polar(z.abs(), z.angle() + 0.25) * (1 - 2j) + w.conj()
+        quotient = rotated / (w + 0.5)  # Smith's division, both branches (|re| >= |im| and not)
+        grown = torch.exp(quotient * 0.1) - z / 3 + 2.0
+        picked = torch.where(re > 0, grown, z)
+        both = torch.cat([picked, z.real.to(torch.complex64)], dim=1)
+        return both.sum(0), torch.view_as_real(both).mean(), both.imag * 2, (both * both.conj()).real
+
+    re, im = torch.randn(5, 6), torch.randn(5, 6)
+    w = torch.complex(torch.randn(5, 6) * torch.tensor([1e3, 1e-3]).repeat(3), torch.randn(5, 6))
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(re, im, w), fn(re, im, w)
+    for a, b in zip(got, expected):
+        assert a.dtype == b.dtype and a.shape == b.shape
+        torch.testing.assert_close(a, b, rtol=2e-5, atol=2e-5)
+    _all_ours(compiled.session)
+    assert compiled.session.graphs[0].complex_pairs.complex_inputs == (2,)
+    assert compiled.session.graphs[0].complex_pairs.complex_outputs == (0,)  # both.sum(0) is complex
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_matmul_is_four_real_products(backend):
+    def fn(a, b, c):
+        return a @ b, torch.bmm(c, c.transpose(1, 2).conj())
+
+    a = torch.randn(4, 6, dtype=torch.complex64)
+    b = torch.randn(6, 3, dtype=torch.complex64)
+    c = torch.randn(2, 3, 5, dtype=torch.complex64)
+    compiled = cc.compile(fn, backend=backend)
+    for got, expected in zip(compiled(a, b, c), fn(a, b, c)):
+        torch.testing.assert_close(got, expected)
+    _all_ours(compiled.session, externs=8)  # real mm / bmm calls: ac, bd, ad, bc for each product
+
+
+def test_complex128_and_a_lazily_conjugated_input():
+    def fn(z, scale):
+        return (z * scale).exp(), z.abs()
+
+    z = torch.randn(3, 4, dtype=torch.complex128)
+    scale = torch.randn(4, dtype=torch.complex128).conj()  # conj bit set: the host resolves it
+    assert scale.is_conj()
+    compiled = cc.compile(fn)
+    for got, expected in zip(compiled(z, scale), fn(z, scale)):
+        assert got.dtype == expected.dtype
+        torch.testing.assert_close(got, expected)
+    _all_ours(compiled.session)
+
+
+def test_views_of_a_complex_input_stay_views():
+    """A complex output that is a view of an input: the caller gets a view of the same storage."""
+
+    def fn(z):
+        return z.t()[1:], z.abs().sum()
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    compiled = cc.compile(fn)
+    got, expected = compiled(z), fn(z)
+    torch.testing.assert_close(got, expected)
+    assert got[0].untyped_storage().data_ptr() == z.untyped_storage().data_ptr()
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_complex_op_without_a_rule_is_pytorchs_call_on_pairs_and_counted(backend):
+    def fn(z):
+        return z.sqrt() * 2 + 1
+
+    z = torch.randn(3, 4, dtype=torch.complex64)
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(z), fn(z))
+    stats = compiled.session.stats
+    assert stats["fallback_graphs"] == 0 and stats["kernel_count"] == 1, stats  # * 2 + 1 on both parts
+    assert stats["fallback_ops"] == ["fcompile.complex_sqrt_default.default"], stats  # sqrt ran in PyTorch
+    assert "no lowering for aten.sqrt.default on complex values" in compiled.session.graphs[0].prims.pretty()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_fourier_transforms_are_library_calls_between_our_kernels(backend):
+    """FNet's token mixing, a spectral filter, a round trip: FFTs run in PyTorch (PocketFFT here, cuFFT
+    on the GPU) on real pairs; the products, real parts and magnitudes around them are our kernels."""
+
+    def fn(x, weights):
+        mixed = torch.fft.fftn(x.to(torch.complex64), dim=(-2, -1)).real
+        filtered = torch.fft.irfft(torch.fft.rfft(x, dim=-1) * weights, n=x.shape[-1], dim=-1)
+        return mixed, filtered, torch.fft.fft(x).abs().sum(-1)
+
+    x = torch.randn(2, 6, 8, requires_grad=True)
+    weights = torch.randn(5, dtype=torch.complex64)
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x, weights), fn(x, weights)
+    for a, b in zip(got, expected):
+        torch.testing.assert_close(a, b)
+    probes = [torch.randn_like(e) for e in expected]
+    grad = torch.autograd.grad(sum((g * p).sum() for g, p in zip(got, probes)), x)[0]
+    expected_grad = torch.autograd.grad(sum((e * p).sum() for e, p in zip(expected, probes)), x)[0]
+    torch.testing.assert_close(grad, expected_grad)
+    stats = compiled.session.stats
+    assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
+    reasons = [n.extern.reason for g in compiled.session.all_records() for n in g.loops.nodes if n.kind == "extern"]
+    assert reasons and all("FFT on complex values" in r for r in reasons), reasons
+
+
+def test_rotary_embedding_with_dynamic_sequence_length():
+    """Compiled once with symbolic sizes: the rewrite computes its new nodes' values in the graph's
+    fake mode, sizes as symbols."""
+    table = rotation_table(16, 32)
+    compiled = cc.compile(lambda q, k, n: rotate(q, k, table[:n]), dynamic=True)
+    for seq in (5, 9, 17):
+        q, k = torch.randn(2, seq, 4, 16), torch.randn(2, seq, 4, 16)
+        for a, b in zip(compiled(q, k, seq), rotate(q, k, table[:seq])):
+            torch.testing.assert_close(a, b)
+    (graph,) = compiled.session.graphs
+    assert graph.symbolic and graph.complex_pairs is not None and not graph.fell_back, compiled.session.messages
