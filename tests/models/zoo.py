@@ -17,7 +17,10 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 import torch
+import torch.nn.functional as F
 import transformers as tf
+
+from .meta_llama import MetaLlama
 
 SEED = 0
 
@@ -173,6 +176,20 @@ def llama(size: str, device, dtype, mask: bool = True) -> ZooCase:
     return _llama_like(tf.LlamaConfig, tf.LlamaForCausalLM, size, device, dtype, mask)
 
 
+def meta_llama(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    # Meta's reference layout (tests/models/meta_llama.py): RoPE in complex numbers, explicit causal mask.
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    model = _finish(MetaLlama(s.vocab, s.hidden, s.layers, s.heads, s.kv_heads, s.seq), device, dtype)
+    model.freqs_cis = model.freqs_cis.to(device)
+    inputs, labels = _text_inputs(s, device, False, torch.Generator().manual_seed(SEED))
+
+    def loss(logits: torch.Tensor) -> torch.Tensor:  # next-token prediction
+        return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
+
+    return ZooCase(model, {"tokens": inputs["input_ids"]}, loss)
+
+
 def qwen2(size: str, device, dtype, mask: bool = True) -> ZooCase:
     # Llama's shape plus biases on q/k/v and untied embeddings.
     return _llama_like(tf.Qwen2Config, tf.Qwen2ForCausalLM, size, device, dtype, mask, tie_word_embeddings=False)
@@ -255,6 +272,19 @@ def distilbert(size: str, device, dtype, mask: bool = True) -> ZooCase:
     model = _finish(tf.DistilBertModel(cfg), device, dtype)
     inputs, _ = _text_inputs(s, device, mask, torch.Generator().manual_seed(SEED))
     return _with_probes(model, inputs, ("last_hidden_state",), device, dtype)
+
+
+def fnet(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    # Token mixing by a 2-D Fourier transform instead of attention (`torch.fft.fftn(...).real`): FFTs
+    # on complex values run in PyTorch, the real parts and everything around them in our kernels.
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    cfg = tf.FNetConfig(vocab_size=s.vocab, hidden_size=s.hidden, num_hidden_layers=s.layers,
+                        intermediate_size=4 * s.hidden, max_position_embeddings=s.seq, hidden_dropout_prob=0.0,
+                        use_tpu_fourier_optimizations=False, pad_token_id=0)
+    model = _finish(tf.FNetModel(cfg), device, dtype)
+    inputs, _ = _text_inputs(s, device, False, torch.Generator().manual_seed(SEED))
+    return _with_probes(model, inputs, ("last_hidden_state", "pooler_output"), device, dtype)
 
 
 # ---- encoder-decoders ----------------------------------------------------------------------------
@@ -403,6 +433,7 @@ ZOO: dict[str, ZooEntry] = {
     for e in (
         ZooEntry("gpt2", gpt2, takes_mask=True),
         ZooEntry("llama", llama, takes_mask=True),
+        ZooEntry("meta_llama", meta_llama, takes_mask=False),
         ZooEntry("qwen2", qwen2, takes_mask=True),
         ZooEntry("mistral", mistral, takes_mask=True),
         ZooEntry("gpt_neox", gpt_neox, takes_mask=True),
@@ -410,6 +441,7 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("bert", bert, takes_mask=True),
         ZooEntry("roberta", roberta, takes_mask=True),
         ZooEntry("distilbert", distilbert, takes_mask=True),
+        ZooEntry("fnet", fnet, takes_mask=False),
         ZooEntry("t5", t5, takes_mask=True),
         ZooEntry("bart", bart, takes_mask=True),
         ZooEntry("vit", vit, takes_mask=False),
