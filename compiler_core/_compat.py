@@ -264,6 +264,33 @@ def fake_value(node: torch.fx.Node) -> Any:
     return node.meta.get("val", node.meta.get("example_value"))
 
 
+@contextlib.contextmanager
+def without_custom_op_alias_check() -> Any:
+    """Run without AOTAutograd's custom-op aliasing check where it is the innermost dispatch mode (it
+    wraps a compiled program's first call). Inside its handler every op runs with the Conjugate and
+    Negative keys excluded, so a composite op on complex values (linalg.pinv's conjugate transpose)
+    computes a wrong answer on that first call: eager ops of a graph that fell back run without it."""
+    from torch.utils._python_dispatch import _get_current_dispatch_mode, _pop_mode_temporarily
+
+    mode = _get_current_dispatch_mode()
+    if type(mode).__name__ == "_AnalyzeCustomOpInputOutputMode":
+        with _pop_mode_temporarily():
+            yield
+    else:
+        yield
+
+
+def conjugate_views_dispatched() -> Any:
+    """A context in which ops honour lazily conjugated and negated views (the Conjugate and Negative
+    dispatch keys), wherever it is entered. Inside a TorchDispatchMode's handler (AOTAutograd wraps a
+    compiled program's first call in one that checks custom ops for aliasing) those keys are excluded,
+    so an op made of other ops (linalg.pinv's `mH`) reads a conjugated view as unconjugated."""
+    exclude = torch._C._dispatch_tls_local_exclude_set()
+    lazy = torch._C.DispatchKeySet(torch._C.DispatchKey.Conjugate) | torch._C.DispatchKeySet(
+        torch._C.DispatchKey.Negative)
+    return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude - lazy)
+
+
 def is_alias_of(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors share storage (real or fake tensors alike)."""
     return bool(torch._C._is_alias_of(a, b))

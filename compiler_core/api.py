@@ -402,7 +402,17 @@ class CompiledFunction:
                 f" because our compiler failed: {record.fallback_reason}"
             session.messages.append(f"graph {record.captured.index} runs in eager PyTorch{why}")
             record.error_traceback = traceback.format_exc()
-            return _compat.boxed(lambda args: gm(*args))
+            return _compat.boxed(_eagerly(gm))
+
+
+def _eagerly(gm: torch.fx.GraphModule) -> Callable[[list], Any]:
+    """The ATen graph run by PyTorch, op by op: what a graph that fell back runs."""
+
+    def run(args: list) -> Any:
+        with _compat.without_custom_op_alias_check():
+            return gm(*args)
+
+    return run
 
 
 _CALL_FRAMES = itertools.count()

@@ -52,7 +52,7 @@ def custom_op_for(call: ComplexCall) -> Any:
     """The custom op that makes `call` on pairs (defined once per ATen overload), with the call
     registered under its key."""
     _CALLS[call.key] = call
-    name = PREFIX + f"{call.op.name().split('::')[-1]}_{call.op._overloadname}".replace(".", "_")
+    name = PREFIX + f"{call.op._schema.name.split('::')[-1]}_{call.op._overloadname}".replace(".", "_")
     if name not in _OPS:
         _define(name)
         _OPS[name] = str(call.op)
@@ -92,7 +92,8 @@ def _run(call: ComplexCall, tensors: list[Optional[torch.Tensor]]) -> list[torch
             return type(template)(fill(t) for t in template)
         return template
 
-    result = call.op(*fill(call.args), **dict(fill(call.kwargs)))
+    with _compat.conjugate_views_dispatched():
+        result = call.op(*fill(call.args), **dict(fill(call.kwargs)))
     outs = list(result) if isinstance(result, (list, tuple)) else [result]
     converted = []
     for out in outs:
