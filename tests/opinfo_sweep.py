@@ -9,6 +9,8 @@ pytest process; PITFALLS.md):
     python tests/opinfo_sweep.py --all      # every sample of every compiled op (slow: ~2800 samples x 2)
     python tests/opinfo_sweep.py --device cuda --ops-from tests/opinfo_native.json --workers 12
                                             # the CPU's native set, on the GPU with the Triton backend
+    python tests/opinfo_sweep.py --dtype complex64 --table
+                                            # every op with complex64 samples, in complex64
 
 What runs:
 - every op's first sample. If our compiled program computed it (our kernels, views and the library
@@ -106,6 +108,9 @@ DEVICE = "cpu"  # set by --device in each worker process
 # --reference-inputs: OpInfo's reference inputs (the samples plus edge cases: extremal values, odd
 # shapes) instead of its samples, spread the same way
 REFERENCE_INPUTS = False
+# --dtype: sweep only the ops with OpInfo samples in this dtype, in it (complex64: the complex rewrite,
+# compiler_core/decomp/complex_pairs.py); None: float32, or int64 where an op has no float32.
+ONLY_DTYPE: torch.dtype | None = None
 # --gpu-source: the Triton plans of each op's first compiled sample, compiled for the H200 at the end.
 GPU_PLANS: dict[str, list] = {}
 
@@ -178,7 +183,10 @@ def _blockers(compiled, before) -> str:
 
 def sweep_dtype(op) -> torch.dtype | None:
     """float32, or for an op with no float32 OpInfo (bitwise ops, gcd, one_hot, bincount...) int64, so
-    integer-only ops are swept too; None for the others (complex-only, or no dtype on this device)."""
+    integer-only ops are swept too; None for the others (complex-only, or no dtype on this device).
+    With --dtype, that dtype where the op has it, else None."""
+    if ONLY_DTYPE is not None:
+        return ONLY_DTYPE if op.supports_dtype(ONLY_DTYPE, DEVICE) else None
     for dtype in (torch.float32, torch.int64):
         if op.supports_dtype(dtype, DEVICE):
             return dtype
@@ -333,12 +341,16 @@ def main() -> None:
                              "(sm_90), without a GPU (compiler_core/codegen/triton/ahead.py)")
     parser.add_argument("--native-json", help="write the ops compiled and matched to this file (the set "
                         "tests/test_opinfo.py expects; only from a sweep of all ops)")
+    parser.add_argument("--dtype", choices=("complex64", "complex128", "float64", "bfloat16"),
+                        help="sweep only the ops with samples in this dtype, in it (default: float32, or int64 "
+                             "for ops without float32)")
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
-    global DEVICE, REFERENCE_INPUTS
+    global DEVICE, REFERENCE_INPUTS, ONLY_DTYPE
     DEVICE = args.device
     REFERENCE_INPUTS = args.reference_inputs
+    ONLY_DTYPE = getattr(torch, args.dtype) if args.dtype else None
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda needs a CUDA GPU; none is visible to torch")
     if args.ops_from:
@@ -352,7 +364,8 @@ def main() -> None:
     start = time.perf_counter()
     flags = ((["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
              + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else [])
-             + (["--reference-inputs"] if args.reference_inputs else []))
+             + (["--reference-inputs"] if args.reference_inputs else [])
+             + (["--dtype", args.dtype] if args.dtype else []))
     # The shards are already one process per core: compile worker processes of their own on the GPU
     # (runtime/parallel_compile.py) would start a dozen more in each.
     env = {**os.environ, "FCOMPILE_COMPILE_WORKERS": os.environ.get("FCOMPILE_COMPILE_WORKERS", "0")}
@@ -367,8 +380,8 @@ def main() -> None:
     result = summarize(rows, cap, time.perf_counter() - start)
     print_report(result, args.table)
     if args.native_json:
-        if args.ops:
-            sys.exit("--native-json needs a sweep of all ops (no --ops)")
+        if args.ops or args.dtype:
+            sys.exit("--native-json needs a sweep of all ops in the default dtypes (no --ops, no --dtype)")
         Path(args.native_json).write_text(json.dumps({
             "about": "ops compiled by us and matching eager on every sample run; tests/test_opinfo.py",
             "native": result["compiled_match"]}, indent=0) + "\n")

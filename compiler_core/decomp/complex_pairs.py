@@ -402,7 +402,8 @@ def _pair_view_args(target: Any, node: Node, args: tuple, kwargs: dict) -> Optio
 
 @_rule(aten.view, aten._unsafe_view, aten.reshape, aten.expand, aten.permute, aten.unsqueeze, aten.squeeze,
        aten.slice, aten.select, aten.transpose, aten.t, aten.alias, aten.clone, aten.narrow, aten.diagonal,
-       aten.unfold, aten.flip, aten.roll, aten.repeat, aten.index_select, aten.gather, aten.index)
+       aten.unfold, aten.flip, aten.roll, aten.repeat, aten.index_select, aten.gather, aten.index,
+       aten._unsafe_index)
 def _same_on_both(rw: _Rewrite, node: Node, value: Any, *args: Any, **kwargs: Any) -> _Complex:
     """Ops that move complex elements without combining them: a view of the pair where one applies,
     else the same op on each part."""
@@ -487,7 +488,7 @@ def _mul(rw: _Rewrite, node: Node, a: Operand, b: Operand) -> _Complex:
     return rw.complex_of(node, rw.sub(rw.mul(ar, br), rw.mul(ai, bi)), rw.add(rw.mul(ar, bi), rw.mul(ai, br)))
 
 
-@_rule(aten.div)
+@_rule(aten.div, torch.ops.prims.div)
 def _div(rw: _Rewrite, node: Node, a: Operand, b: Operand, rounding_mode: Optional[str] = None) -> _Complex:
     if rounding_mode is not None:
         raise NotRealPairs("complex division with a rounding mode")
@@ -651,3 +652,99 @@ def _full_like(rw: _Rewrite, node: Node, like: Operand, value: Any, dtype: Optio
                                        **kwargs),
                          rw.emit(aten.full_like.default, base, value.imag, dtype=real_dtype, suffix="_im",
                                  **kwargs))
+
+
+@_rule(aten.split, aten.split_with_sizes, aten.unsafe_split, aten.unsafe_split_with_sizes, aten.unbind,
+       aten.chunk, aten.unsafe_chunk)
+def _split(rw: _Rewrite, node: Node, value: _Complex, *args: Any, **kwargs: Any) -> list[_Complex]:
+    """Ops returning several pieces: the same op on each part, piece i made of both parts' piece i."""
+    re, im = rw.parts(value)
+    pieces_re = rw.emit(node.target, re, *args, suffix="_re", **kwargs)
+    pieces_im = rw.emit(node.target, im, *args, suffix="_im", **kwargs)
+    return [_Complex(f"{node.name}_{i}", value.dtype,
+                     parts=(rw.emit(operator.getitem, pieces_re, i, suffix=f"_re_{i}"),
+                            rw.emit(operator.getitem, pieces_im, i, suffix=f"_im_{i}")))
+            for i in range(len(node.meta["val"]))]
+
+
+@_rule(torch.ops.prims.sum)
+def _prims_sum(rw: _Rewrite, node: Node, value: _Complex, dims: Optional[list], *,
+               output_dtype: Optional[torch.dtype] = None) -> _Complex:
+    re, im = rw.lazy_parts(value)
+    dtype = REAL_OF.get(output_dtype, output_dtype) if output_dtype is not None else None
+    extra = {"output_dtype": dtype} if dtype is not None else {}
+    return rw.complex_of(node, rw.emit(node.target, re, dims, suffix="_re", **extra),
+                         None if im is None else rw.emit(node.target, im, dims, suffix="_im", **extra))
+
+
+@_rule(torch.ops.prims.var)
+def _prims_var(rw: _Rewrite, node: Node, value: _Complex, dims: Optional[list], correction: float = 1, *,
+               output_dtype: Optional[torch.dtype] = None) -> Node:
+    """The variance of complex values is real: the mean of |z - mean|^2, the two parts' variances."""
+    re, im = rw.parts(value)
+    return rw.real_result(node, rw.add(rw.emit(node.target, re, dims, correction, suffix="_re"),
+                                       rw.emit(node.target, im, dims, correction, suffix="_im")))
+
+
+@_rule(aten.eq, aten.ne)
+def _equal(rw: _Rewrite, node: Node, a: Operand, b: Operand) -> Node:
+    (ar, ai), (br, bi) = rw.lazy_parts(a), rw.lazy_parts(b)
+    like = next(p for p in (ar, br) if isinstance(p, Node))
+    ai, bi = rw.tensor_like(ai, like), rw.tensor_like(bi, like)
+    if node.target.overloadpacket is aten.eq:
+        return rw.emit(aten.logical_and.default, rw.emit(aten.eq.Tensor, rw.tensor_like(ar, like), br
+                                                         if isinstance(br, Node) else rw.tensor_like(br, like)),
+                       rw.emit(aten.eq.Tensor, ai, bi))
+    return rw.emit(aten.logical_or.default, rw.emit(aten.ne.Tensor, rw.tensor_like(ar, like), br
+                                                    if isinstance(br, Node) else rw.tensor_like(br, like)),
+                   rw.emit(aten.ne.Tensor, ai, bi))
+
+
+@_rule(aten.isnan)
+def _isnan(rw: _Rewrite, node: Node, value: _Complex) -> Node:
+    re, im = rw.parts(value)
+    return rw.emit(aten.logical_or.default, rw.emit(aten.isnan.default, re), rw.emit(aten.isnan.default, im))
+
+
+@_rule(aten.logical_not)
+def _logical_not(rw: _Rewrite, node: Node, value: _Complex) -> Node:
+    re, im = rw.parts(value)
+    return rw.emit(aten.logical_and.default, rw.emit(aten.eq.Scalar, re, 0), rw.emit(aten.eq.Scalar, im, 0))
+
+
+@_rule(aten.zeros, aten.ones)
+def _zeros_ones(rw: _Rewrite, node: Node, size: list, **kwargs: Any) -> _Complex:
+    fill = 1.0 if node.target.overloadpacket is aten.ones else 0.0
+    kwargs["dtype"] = REAL_OF[node.meta["val"].dtype]
+    return rw.complex_of(node, rw.emit(aten.full.default, size, fill, suffix="_re", **kwargs),
+                         rw.emit(aten.full.default, size, 0.0, suffix="_im", **kwargs))
+
+
+@_rule(aten.zero, aten.fill)
+def _fill(rw: _Rewrite, node: Node, value: _Complex, fill: Any = 0) -> _Complex:
+    if isinstance(fill, (Node, _Complex)):
+        raise NotRealPairs("fill with a tensor value")
+    fill = complex(fill)
+    re = rw.lazy_parts(value)[0]
+    return rw.complex_of(node, rw.emit(aten.full_like.default, re, fill.real, suffix="_re"),
+                         rw.emit(aten.full_like.default, re, fill.imag, suffix="_im"))
+
+
+@_rule(aten.addmm)
+def _addmm(rw: _Rewrite, node: Node, bias: Operand, a: Operand, b: Operand, *, beta: Any = 1,
+           alpha: Any = 1) -> _Complex:
+    """bias + a @ b as four real products; other beta and alpha stay PyTorch's."""
+    if beta != 1 or alpha != 1:
+        return rw.pytorch_call(node, (bias, a, b), {"beta": beta, "alpha": alpha})
+    (ar, ai), (br, bi), (cr, ci) = rw.lazy_parts(a), rw.lazy_parts(b), rw.lazy_parts(bias)
+
+    def mm(x: Any, y: Any) -> Any:
+        return None if x is None or y is None else rw.emit(aten.mm.default, x, y)
+    return rw.complex_of(node, rw.add(cr, rw.sub(mm(ar, br), mm(ai, bi))),
+                         rw.add(ci, rw.add(mm(ar, bi), mm(ai, br))))
+
+
+@_rule(aten.reciprocal)
+def _reciprocal(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    return _div(rw, node, 1.0, value)
+
