@@ -291,6 +291,14 @@ def conjugate_views_dispatched() -> Any:
     return torch._C._ForceDispatchKeyGuard(torch._C._dispatch_tls_local_include_set(), exclude - lazy)
 
 
+def is_non_overlapping_and_dense(t: torch.Tensor) -> bool:
+    """Whether `t`'s elements fill its storage span exactly once (empty_like then keeps its strides);
+    False where symbolic sizes leave it unknown."""
+    from torch._prims_common import is_non_overlapping_and_dense_or_false
+
+    return bool(is_non_overlapping_and_dense_or_false(t))
+
+
 def is_alias_of(a: torch.Tensor, b: torch.Tensor) -> bool:
     """Whether two tensors share storage (real or fake tensors alike)."""
     return bool(torch._C._is_alias_of(a, b))

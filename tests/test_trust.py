@@ -433,3 +433,46 @@ def test_a_schedule_with_a_group_name_twice_is_refused():
         Schedule(groups=(mm, twin), decisions=())
     numbered = Schedule.numbered((mm, twin), ())
     assert [g.name for g in numbered.groups] == ["extern_aten.mm.default", "extern_aten.mm.default#2"]
+
+
+@pytest.mark.parametrize("op,args", [
+    (torch.ops.aten.slice_scatter.default, lambda x: (x, torch.randn(6, 2, 5), 1, 1, 3)),
+    (torch.ops.aten.select_scatter.default, lambda x: (x, torch.randn(6, 5), 1, 2)),
+    (torch.ops.aten.diagonal_scatter.default, lambda x: (x, torch.randn(6, 4), 0, 1, 2)),
+    (torch.ops.aten.as_strided_scatter.default, lambda x: (x, torch.randn(3, 2), (3, 2), (1, 3), 0)),
+], ids=lambda v: str(v).split(".")[-2] if isinstance(v, torch._ops.OpOverload) else "")
+@pytest.mark.parametrize("layout", ["permuted", "contiguous"])
+def test_write_back_scatters_keep_their_inputs_strides(op, args, layout):
+    """Functionalization writes an in-place op on a view back into the base with these scatters and
+    replays the view chain on their result: a result laid out unlike ATen's failed a `view` there
+    (Funnel Transformer's whole graph ran in eager) or would read other elements through an
+    `as_strided`. Each decomposition of ours or torch's returns the input's strides, as ATen does."""
+    x = torch.randn(4, 5, 6).permute(2, 0, 1) if layout == "permuted" else torch.randn(6, 4, 5)
+    arguments = args(x)
+    decomposed = table.decomposition_table()[op](*arguments)
+    expected = op(*arguments)
+    if decomposed is NotImplemented:  # PyTorch's call: ATen's own layout
+        return
+    assert decomposed.stride() == expected.stride()
+    assert torch.equal(decomposed, expected)
+
+
+def test_an_in_place_op_on_a_reshaped_slice_of_a_permuted_product_compiles():
+    """Funnel Transformer's relative position attention: an einsum (a permuted layout), reshapes and
+    slices, then `*=` on the result. The slice_scatter writing it back returned other strides than
+    ATen's and AOT tracing failed ("Cannot view a tensor with shape ..."): the whole graph ran in
+    eager PyTorch."""
+
+    def shift_and_mask(q, r, mask):
+        scores = torch.einsum("binh,tnh->bnit", q, r)
+        b, n, s, t = scores.shape
+        scores = torch.reshape(scores, [b, n, t, s])[:, :, 2:, :]
+        scores = torch.reshape(scores, [b, n, s, t - 2])[..., :s]
+        scores *= mask
+        return scores
+
+    q, r, mask = torch.randn(2, 8, 4, 16), torch.randn(18, 4, 16), torch.randn(8, 8)
+    compiled = cc.compile(shift_and_mask)
+    torch.testing.assert_close(compiled(q, r, mask), shift_and_mask(q, r, mask))
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+    assert compiled.session.stats["kernel_count"] >= 1

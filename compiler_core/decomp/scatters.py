@@ -12,11 +12,14 @@ source through `_unsafe_masked_index`, which we do not lower, so the op ran in P
 
 from __future__ import annotations
 
-from typing import Any, Optional
+import functools
+from typing import Any, Callable, Optional
 
 import torch
 import torch.nn.functional as F
 from torch.fx.experimental.symbolic_shapes import statically_known_true
+
+from compiler_core import _compat
 
 aten = torch.ops.aten
 
@@ -53,6 +56,33 @@ def slice_scatter(input: torch.Tensor, src: torch.Tensor, dim: int = 0, start: O
         at = torch.clamp((positions - start) // step, 0, count - 1).view(-1)
         placed = src.index_select(dim, at)
     return torch.where(inside, placed, input)
+
+
+# The ops functionalization writes an in-place op on a view back into its base with. It then replays the
+# view chain on what they return, so they must return the base's strides, as ATen's do (a clone of the
+# input in its own layout, then the copy): with other strides a `view` in that chain can fail (Funnel
+# Transformer's `positional_attn *= cls_mask` after a reshape of a permuted einsum sent its whole graph
+# to eager PyTorch), and an `as_strided` in it would read the wrong elements.
+WRITE_BACK_SCATTERS = (aten.slice_scatter.default, aten.select_scatter.default, aten.diagonal_scatter.default,
+                       aten.as_strided_scatter.default)
+
+
+def keeping_input_layout(decomposition: Callable[..., Any]) -> Callable[..., Any]:
+    """A scatter's decomposition whose result has its input's strides (WRITE_BACK_SCATTERS)."""
+
+    @functools.wraps(decomposition)
+    def scatter(input: torch.Tensor, *args: Any, **kwargs: Any) -> Any:
+        result = decomposition(input, *args, **kwargs)
+        return result if result is NotImplemented else _in_layout_of(input, result)
+
+    return scatter
+
+
+def _in_layout_of(input: torch.Tensor, result: torch.Tensor) -> torch.Tensor:
+    if tuple(result.stride()) == tuple(input.stride()) or not _compat.is_non_overlapping_and_dense(input):
+        return result  # (ATen's clone of an overlapping or gapped input is contiguous, as where's result)
+    # functional copy: decompositions run after functionalization, which would not take a copy_ here
+    return aten.copy.default(torch.empty_like(input), result)
 
 
 def _symbolic_bounds(size: Any, start: Any, end: Any) -> Optional[tuple[Any, Any]]:

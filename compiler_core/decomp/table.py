@@ -30,7 +30,7 @@ from compiler_core.decomp.pairwise import PAIRWISE
 from compiler_core.decomp.pooling import POOLING
 from compiler_core.decomp.scans import SCANS
 from compiler_core.decomp.scatter_family import SCATTER_FAMILY
-from compiler_core.decomp.scatters import SCATTERS
+from compiler_core.decomp.scatters import SCATTERS, WRITE_BACK_SCATTERS, keeping_input_layout
 from compiler_core.decomp.segments import SEGMENTS
 from compiler_core.decomp.sorting import SORTING
 from compiler_core.decomp.special import SPECIAL
@@ -124,6 +124,9 @@ def decomposition_table() -> dict:
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
+    for op in WRITE_BACK_SCATTERS:
+        if op in table:
+            table[op] = keeping_input_layout(table[op])
     return table
 
 
@@ -193,6 +196,7 @@ POINTWISE_OPS = {
     aten.alias: "view", aten.lift_fresh_copy: "copy", aten.fill: "fill", aten.full: "fill",
     aten.scalar_tensor: "fill", aten.zeros: "fill", aten.ones: "fill", aten.arange: "index",
     aten.full_like: "fill", aten.empty_like: "fill", aten.empty: "fill", aten.new_empty: "fill", aten.zero: "fill",
+    aten.empty_strided: "fill", aten.new_empty_strided: "fill",
     prims.convert_element_type: "cast",
     aten.tan: "tan", aten.asin: "asin", aten.acos: "acos", aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh",
     aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.log2: "log2", aten.log10: "log10",

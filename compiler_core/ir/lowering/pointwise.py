@@ -308,7 +308,8 @@ def fill_(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     elif target in (torch.ops.aten.fill.Scalar, torch.ops.aten.fill.Tensor, torch.ops.aten.full_like.default):
         value = node.args[1]
     elif target in (torch.ops.aten.empty.memory_format, torch.ops.aten.empty_like.default,
-                    torch.ops.aten.new_empty.default, torch.ops.aten.zero.default):
+                    torch.ops.aten.new_empty.default, torch.ops.aten.zero.default, torch.ops.aten.empty_strided.default,
+                    torch.ops.aten.new_empty_strided.default):
         value = 0  # uninitialized memory may hold anything: zeros, made by a kernel that fuses
     else:
         raise Unsupported("fill variant")
