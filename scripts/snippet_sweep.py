@@ -10,7 +10,8 @@ Each snippet is compiled afresh and compared with eager (NaN equal to NaN); a ro
 mismatches and raises. The rounds behind it (2026-12-04, about 150 snippets, inference and training)
 found one silent wrong answer (multilabel margin loss after a -1 target, torch's reference:
 decomp/corrections.py) and about 30 ATen ops left to PyTorch, since lowered (BENCHMARKS.md, twenty-sixth
-session); these 50 are the ones kept.
+session); these 50 are the ones kept, and
+two with complex numbers (2026-12-05).
 """
 
 from __future__ import annotations
@@ -46,6 +47,14 @@ def _alibi_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch
     return scores.masked_fill(~torch.ones(n, n, dtype=torch.bool).tril(), float("-inf")).softmax(-1) @ v
 
 
+def _rope_complex(x: torch.Tensor) -> torch.Tensor:
+    """Meta's form: consecutive features as complex numbers times a table of e^(i angle)."""
+    d = x.shape[-1]
+    angle = torch.outer(torch.arange(x.shape[-2]).float(), 10000 ** -(torch.arange(0, d, 2).float() / d))
+    table = torch.polar(torch.ones_like(angle), angle)
+    return torch.view_as_real(torch.view_as_complex(x.reshape(*x.shape[:-1], -1, 2)) * table).flatten(-2)
+
+
 WEIGHT5 = torch.rand(5, generator=torch.Generator().manual_seed(3))
 TARGETS = torch.tensor([[3, 0, -1, 1, 2], [-1, 0, 0, 0, 0], [4, 3, 2, 1, 0], [2, 2, -1, 3, 3]])
 
@@ -53,6 +62,9 @@ TARGETS = torch.tensor([[3, 0, -1, 1, 2], [-1, 0, 0, 0, 0], [4, 3, 2, 1, 0], [2,
 SNIPPETS = {
     # attention, position encodings, masks
     "rope": (_rope, lambda: (t(2, 4, 10, 8),)),
+    "rope_complex": (_rope_complex, lambda: (t(2, 4, 10, 8),)),
+    "fft_filter": (lambda x, w: torch.fft.irfft(torch.fft.rfft(x) * w, n=x.shape[-1]) + torch.fft.fft2(x).abs(),
+                   lambda: (t(3, 6, 16), torch.randn(9, dtype=torch.complex64))),
     "alibi_attention": (_alibi_attention, lambda: (t(1, 4, 9, 8), t(1, 4, 9, 8), t(1, 4, 9, 8))),
     "sdpa_bool_mask": (
         lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
