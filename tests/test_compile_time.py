@@ -184,3 +184,34 @@ def _of_the_compiler(obj) -> bool:
     if isinstance(obj, types.FunctionType):
         return (obj.__module__ or "").startswith("compiler_core")
     return type(obj).__module__.startswith("compiler_core")
+
+
+def test_an_unrolled_scan_asks_each_layout_inversion_once():
+    """Mamba's selective scan without its CUDA kernel is a Python loop over the sequence, unrolled by
+    Dynamo: every step slices, multiplies and stacks, and the scheduler asks the same inversions of
+    a producer's layout (which loop variables wrote this offset) for every candidate group a node is
+    part of: 19,167 asked, 980 distinct, 57 of 85 s of its compile (tiny Mamba, CPU). With static
+    sizes an inversion and a substitution depend on their arguments alone and are remembered: that
+    compile now takes 21 s (Inductor's, cold: 22 s). The scan's values are eager's."""
+    import compiler_core as cc
+    from compiler_core.ir.index import subs_static
+    from compiler_core.schedule.kernel_plan import _inverted_static
+
+    def scan(delta_a, delta_bx, c):
+        state = torch.zeros_like(delta_a[:, :, 0])
+        outputs = []
+        for i in range(delta_a.shape[2]):
+            state = delta_a[:, :, i] * state + delta_bx[:, :, i]
+            outputs.append((state * c[:, None, i]).sum(-1))
+        return torch.stack(outputs, dim=-1)
+
+    torch._dynamo.reset()
+    inputs = (torch.rand(2, 8, 12, 4), torch.randn(2, 8, 12, 4), torch.randn(2, 12, 4))
+    before = _inverted_static.cache_info(), subs_static.cache_info()
+    compiled = cc.compile(scan)
+    torch.testing.assert_close(compiled(*inputs), scan(*inputs))
+    assert compiled.session.stats["fallback_graphs"] == 0
+    after = _inverted_static.cache_info(), subs_static.cache_info()
+    for old, new in zip(before, after):
+        asked, computed = (new.hits + new.misses) - (old.hits + old.misses), new.misses - old.misses
+        assert computed > 0 and asked >= 2 * computed, (asked, computed)

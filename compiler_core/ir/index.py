@@ -13,7 +13,7 @@ expressions are built, using the known size of each variable, so that
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from math import gcd
 from types import MappingProxyType
 from typing import Callable, Mapping, Union
@@ -150,6 +150,13 @@ class Index:
 
     def simplify(self, ranges: Ranges) -> "Index":
         return self.subs({}, ranges)
+
+    @cached_property
+    def is_static(self) -> bool:
+        """No symbolic size in it (its decisions then depend on nothing but its numbers)."""
+        return type(self.const) is int and all(
+            type(coef) is int and (isinstance(atom, Var) or (type(atom.divisor) is int and atom.arg.is_static))
+            for atom, coef in self.terms)
 
     # ---- printing -----------------------------------------------------------------------
     def render(self, name: Callable[[str], str] = str, div: str = "//") -> str:
@@ -345,3 +352,22 @@ def linear_index(names: list[str], strides: tuple[int, ...], offset: int = 0) ->
     for name, stride in zip(names, strides):
         result = result + Index.var(name) * stride
     return result
+
+
+@lru_cache(maxsize=1 << 16)
+def subs_static(index: Index, mapping: tuple, ranges: tuple) -> Index:
+    """`index.subs(dict(mapping), dict(ranges))`, remembered: for static indices, mappings and ranges
+    only (a decision about symbolic sizes depends on the graph's shape environment). The scheduler
+    substitutes the same load indices again for every candidate group a node is part of."""
+    return index.subs(dict(mapping), dict(ranges))
+
+
+def all_static(mapping: Mapping[str, Index], ranges: Ranges) -> bool:
+    return all(type(r) is int for r in ranges.values()) and all(m.is_static for m in mapping.values())
+
+
+@lru_cache(maxsize=1 << 16)
+def bounds_static(index: Index, ranges: tuple) -> "tuple[int, int] | None":
+    """`index.bounds(dict(ranges))`, remembered, for static indices and ranges (as subs_static)."""
+    return index.bounds(dict(ranges))
+

@@ -15,7 +15,7 @@ from typing import Callable, Iterator, Optional, Union
 
 import torch
 
-from compiler_core.ir.index import Index
+from compiler_core.ir.index import Index, all_static, subs_static
 
 # Error codes of an index out of range (runtime/kernel_errors.ERRORS says which exception each is):
 INDEX_ERROR = 2  # IndexError, as eager's index, index_select, embedding and take raise
@@ -187,12 +187,19 @@ def rebuild(value: Value, leaf: Callable[[Value], Value]) -> Value:
 
 def subs_index(value: Value, mapping: dict[str, Index], ranges: dict[str, int]) -> Value:
     """Rename loop variables inside every index of the tree."""
+    static = all_static(mapping, ranges)
+    mapping_key, ranges_key = (tuple(sorted(mapping.items())), tuple(sorted(ranges.items()))) if static else ((), ())
+
+    def subs(index: Index) -> Index:
+        if static and index.is_static:
+            return subs_static(index, mapping_key, ranges_key)
+        return index.subs(mapping, ranges)
 
     def leaf(v: Value) -> Value:
         if isinstance(v, Load):
-            return dataclasses.replace(v, index=v.index.subs(mapping, ranges))
+            return dataclasses.replace(v, index=subs(v.index))
         if isinstance(v, IndexValue):
-            return IndexValue(v.index.subs(mapping, ranges), v.dtype)
+            return IndexValue(subs(v.index), v.dtype)
         return v
 
     return rebuild(value, leaf)
