@@ -1,15 +1,17 @@
-"""Architectures beyond the zoo: 20 more `transformers` models, each built tiny from its config, for a
+"""Architectures beyond the zoo: 27 more `transformers` models, each built tiny from its config, for a
 sweep that asks whether real models other than the zoo's compile and match eager.
 
     python -m tests.models --device cpu --only beyond          # all of them, CPU, fp32
     python -m tests.models --device cpu --only bloom,gemma2     # some
 
-First run on 2026-12-02 (fourteenth session): every output and gradient matched. Falcon and StableLM's
+First run on 2026-12-02 (fourteenth session): every output and gradient matched. Seven more on
+2026-12-05: Funnel's whole graph then ran in eager (a write-back scatter's strides, fixed) and Mamba's
+unrolled scan took 84 s to compile (21 s since). Falcon and StableLM's
 training had then run their forward in eager (a kernel-name collision, fixed), and SegFormer, wav2vec2,
 HuBERT and MobileViT left ops to PyTorch (since lowered). Falcon, SegFormer and wav2vec2 then joined the
 zoo itself. What each builder exercises is said beside it. Unlike the zoo, these have one size (S,
 whatever `size` asks for): they are a CPU check of coverage, not a timing table, and they are not part of
-`make test` (about 8 minutes for all of them, inference and training, on two cores).
+`make test` (about 10 minutes for all of them, inference and training, on two cores).
 """
 
 import torch
@@ -260,6 +262,77 @@ def pegasus(size, device, dtype, mask=True):
     return ZooCase(model, _seq2seq_inputs(S, device, mask), _lm_loss)
 
 
+def funnel(size, device, dtype, mask=True):
+    # pooled sequence (avg_pool2d over tokens), relative positional attention: an in-place *= on a
+    # reshaped slice of a permuted einsum (functionalization's slice_scatter write-back)
+    torch.manual_seed(SEED)
+    cfg = tf.FunnelConfig(vocab_size=S.vocab, block_sizes=[1, 1], d_model=S.hidden, n_head=S.heads, d_head=16,
+                          d_inner=2 * S.hidden, hidden_dropout=0.0, attention_dropout=0.0, activation_dropout=0.0,
+                          pad_token_id=0)
+    return _mlm(_finish(tf.FunnelForMaskedLM(cfg), device, dtype), device, dtype, mask)
+
+
+def modernbert(size, device, dtype, mask=True):
+    # alternating local/global attention, GeGLU
+    torch.manual_seed(SEED)
+    cfg = tf.ModernBertConfig(vocab_size=S.vocab, hidden_size=S.hidden, intermediate_size=2 * S.hidden,
+                              num_hidden_layers=S.layers, num_attention_heads=S.heads, max_position_embeddings=S.seq,
+                              attention_dropout=0.0, mlp_dropout=0.0, embedding_dropout=0.0, pad_token_id=0,
+                              bos_token_id=0, eos_token_id=0, cls_token_id=0, sep_token_id=0)
+    return _mlm(_finish(tf.ModernBertForMaskedLM(cfg), device, dtype), device, dtype, mask)
+
+
+def xlnet(size, device, dtype, mask=True):
+    # two-stream relative attention, relative shifts through reshapes
+    torch.manual_seed(SEED)
+    cfg = tf.XLNetConfig(vocab_size=S.vocab, d_model=S.hidden, n_layer=S.layers, n_head=S.heads,
+                         d_inner=2 * S.hidden, dropout=0.0, use_mems_train=False, mem_len=None, **SP)
+    return _clm(cfg, tf.XLNetLMHeadModel, device, dtype, mask)
+
+
+def esm(size, device, dtype, mask=True):
+    # rotary embeddings on a protein vocabulary, token dropout scaling
+    torch.manual_seed(SEED)
+    cfg = tf.EsmConfig(vocab_size=33, hidden_size=S.hidden, num_hidden_layers=S.layers, num_attention_heads=S.heads,
+                       intermediate_size=2 * S.hidden, max_position_embeddings=S.seq + 2, hidden_dropout_prob=0.0,
+                       attention_probs_dropout_prob=0.0, position_embedding_type="rotary", pad_token_id=1,
+                       mask_token_id=32)
+    model = _finish(tf.EsmForMaskedLM(cfg), device, dtype)
+    ids = torch.randint(4, 30, (S.batch, S.seq), generator=torch.Generator().manual_seed(SEED)).to(device)
+    labels = ids.clone()
+    labels[:, 1::3] = -100
+    return ZooCase(model, {"input_ids": ids, "labels": labels}, _lm_loss)
+
+
+def dinov2(size, device, dtype, mask=True):
+    # layer scale, interpolated position embeddings
+    torch.manual_seed(SEED)
+    cfg = tf.Dinov2Config(hidden_size=S.hidden, num_hidden_layers=S.layers, num_attention_heads=S.heads, mlp_ratio=2,
+                          image_size=32, patch_size=8, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+                          drop_path_rate=0.0, num_labels=5)
+    model = _finish(tf.Dinov2ForImageClassification(cfg), device, dtype)
+    pixels = _random(torch.Generator().manual_seed(SEED), (S.batch, 3, 32, 32), device, dtype)
+    return ZooCase(model, {"pixel_values": pixels, "labels": torch.tensor([1, 3]).to(device)}, _lm_loss)
+
+
+def gemma3(size, device, dtype, mask=True):
+    # sliding-window and global layers, q/k norms
+    torch.manual_seed(SEED)
+    cfg = tf.Gemma3TextConfig(vocab_size=S.vocab, hidden_size=S.hidden, intermediate_size=2 * S.hidden,
+                              num_hidden_layers=S.layers, num_attention_heads=S.heads, num_key_value_heads=S.kv_heads,
+                              head_dim=16, max_position_embeddings=S.seq, sliding_window=8, use_cache=False, **SP)
+    return _clm(cfg, tf.Gemma3ForCausalLM, device, dtype, mask)
+
+
+def mamba(size, device, dtype, mask=True):
+    # selective state space: the scan unrolled by Dynamo over the sequence (no CUDA kernels on the CPU);
+    # its compile took 84 s before the scheduler remembered its layout inversions (21 s since)
+    torch.manual_seed(SEED)
+    cfg = tf.MambaConfig(vocab_size=S.vocab, hidden_size=S.hidden, state_size=8, num_hidden_layers=S.layers,
+                         expand=2, conv_kernel=4, use_cache=False, **SP)
+    return _clm(cfg, tf.MambaForCausalLM, device, dtype, False)
+
+
 BEYOND: dict[str, ZooEntry] = {
     e.name: e
     for e in (
@@ -283,5 +356,12 @@ BEYOND: dict[str, ZooEntry] = {
         ZooEntry("hubert_ctc", hubert_ctc, takes_mask=False),
         ZooEntry("marian", marian, takes_mask=True),
         ZooEntry("pegasus", pegasus, takes_mask=True),
+        ZooEntry("funnel", funnel, takes_mask=True),
+        ZooEntry("modernbert", modernbert, takes_mask=True),
+        ZooEntry("xlnet", xlnet, takes_mask=True),
+        ZooEntry("esm", esm, takes_mask=False),
+        ZooEntry("dinov2", dinov2, takes_mask=False),
+        ZooEntry("gemma3", gemma3, takes_mask=True),
+        ZooEntry("mamba", mamba, takes_mask=False),
     )
 }
