@@ -14,8 +14,8 @@ NaN, infinities and signed zeros included. That rules out `x + 0.0 -> x` (-0.0 +
     constant comparison constant   -> True or False
     x and True, x or False         -> x          (bool)
     where(True, a, b), where(False, a, b) -> a, b
-    a position that is a constant  -> that constant (a select of a stacked or concatenated tensor:
-                                                     which piece it reads is known when it is printed)
+    constant position comparison constant -> True or False (a select of a stacked or
+                                     concatenated tensor: which piece it reads is known when printed)
 
     value, counts = simplify_value(value)   # counts: Counter of the rules that fired
 """
@@ -43,7 +43,7 @@ FOLD = "constant op constant -> constant"
 FOLD_COMPARE = "constant comparison constant -> True/False"
 BOOL_IDENTITY = "x and True, x or False -> x"
 CONSTANT_WHERE = "where(True/False, a, b) -> a / b"
-CONSTANT_POSITION = "a constant position -> constant"
+CONSTANT_POSITION = "a constant position compared with a constant -> True/False"
 
 # Ops folded when every argument is a constant (torch computes them in the op's dtype, so the result
 # is the value the kernel would have computed).
@@ -89,9 +89,6 @@ def simplify_value(value: Value) -> tuple[Value, Counter]:
                 return v
             return dataclasses.replace(v, mask=mask, indirect=tuple(dataclasses.replace(t, value=new)
                                                                     for new, t in zip(positions, v.indirect)))
-        if isinstance(v, IndexValue) and not v.index.terms and isinstance(v.index.const, int):
-            counts[CONSTANT_POSITION] += 1
-            return Constant(torch.tensor(v.index.const, dtype=v.dtype).item(), v.dtype)
         return v  # constants, index values, reduction results
 
     return visit(value), counts
@@ -104,9 +101,10 @@ def _rewrite(v: Op) -> tuple[Value, Optional[str]]:
         folded = _fold(v)
         if folded is not None:
             return folded, FOLD
-    if all(isinstance(a, Constant) for a in args) and v.op in _COMPARISONS and v.dtype == torch.bool:
-        tensors = [torch.tensor(a.value, dtype=a.dtype) for a in args]
-        return Constant(bool(_COMPARISONS[v.op](*tensors).item()), torch.bool), FOLD_COMPARE
+    if v.op in _COMPARISONS and v.dtype == torch.bool and all(_constant_value(a) is not None for a in args):
+        tensors = [torch.tensor(_constant_value(a), dtype=a.dtype) for a in args]
+        rule = FOLD_COMPARE if all(isinstance(a, Constant) for a in args) else CONSTANT_POSITION
+        return Constant(bool(_COMPARISONS[v.op](*tensors).item()), torch.bool), rule
     if v.op in ("logical_and", "logical_or") and v.dtype == torch.bool:
         neutral = v.op == "logical_and"  # True for and, False for or
         for keep, other in ((args[0], args[1]), (args[1], args[0])):
@@ -140,6 +138,17 @@ def _rewrite(v: Op) -> tuple[Value, Optional[str]]:
         if isinstance(other, Op) and other.op == "where" and other.args[0] == cond and other.dtype == v.dtype:
             return Op("where", (cond, then, other.args[2]), v.dtype, v.origins), NESTED_WHERE
     return v, None
+
+
+def _constant_value(v: Value) -> Optional[float]:
+    """A constant's value, or a constant position's (an index value with no loop variable in it). Only
+    comparisons fold positions: as a value the position stays an index value, which keeps its integer
+    type in Triton (a bare literal there is int32)."""
+    if isinstance(v, Constant):
+        return v.value
+    if isinstance(v, IndexValue) and not v.index.terms and type(v.index.const) is int:
+        return v.index.const
+    return None
 
 
 def _dtype(v: Value) -> Optional[torch.dtype]:
