@@ -83,7 +83,7 @@ def _define(name: str) -> None:
 
 
 def _run(call: ComplexCall, tensors: list[Optional[torch.Tensor]]) -> list[torch.Tensor]:
-    values = [_complex_view(t) if i in call.pairs and t is not None else t for i, t in enumerate(tensors)]
+    values = [as_complex(t) if i in call.pairs and t is not None else t for i, t in enumerate(tensors)]
 
     def fill(template: Any) -> Any:
         if isinstance(template, Slot):
@@ -106,7 +106,9 @@ def _run(call: ComplexCall, tensors: list[Optional[torch.Tensor]]) -> list[torch
     return converted
 
 
-def _complex_view(pair: torch.Tensor) -> torch.Tensor:
+def as_complex(pair: torch.Tensor) -> torch.Tensor:
+    """The complex view of a real pair (trailing dimension 2), or of a contiguous copy where its
+    strides allow no view."""
     viewable = (pair.stride(-1) == 1 and pair.storage_offset() % 2 == 0
                 and all(s % 2 == 0 for s in pair.stride()[:-1]))
     return torch.view_as_complex(pair if viewable else pair.contiguous())

@@ -78,17 +78,10 @@ def reinterpreting(call: Callable[[list], Any], pairs: ComplexPairs) -> Callable
                 # A lazily conjugated (or negated) tensor has no pair view: its bits are made real first.
                 args[i] = torch.view_as_real(value.resolve_conj().resolve_neg())
         results = call(args)
-        converted = [_as_complex(r) if i in outputs else r for i, r in enumerate(results)]
+        converted = [complex_calls.as_complex(r) if i in outputs else r for i, r in enumerate(results)]
         return converted if isinstance(results, list) else tuple(converted)
 
     return _compat.boxed(run)
-
-
-def _as_complex(pair: torch.Tensor) -> torch.Tensor:
-    """The complex view of a pair, or of a contiguous copy where its strides allow no view."""
-    viewable = (pair.stride(-1) == 1 and pair.storage_offset() % 2 == 0
-                and all(s % 2 == 0 for s in pair.stride()[:-1]))
-    return torch.view_as_complex(pair if viewable else pair.contiguous())
 
 
 def _is_complex(value: Any) -> bool:
