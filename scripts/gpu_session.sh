@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # One device-tool call that runs the GPU stages a session asks for, each under its own time limit,
 # writing full logs under $OUT and a short summary last. Stages (environment variables):
-#   GPU_TESTS=1                      the -m gpu tests (tests/test_gpu.py, test_views_gpu.py, test_symbolic.py)
+#   GPU_TESTS=1                      the -m gpu tests (GPU_TEST_FILES below)
+#   OPINFO=native,complex64 OPINFO_T=300   tests/opinfo_sweep.py --device cuda: the CPU's native set (fp32),
+#                                    and/or every op with complex64 samples
 #   DYN=llama,bert DYN_DTYPES=fp32,bf16 DYN_T=300    scripts/zoo_dynamic.py, inference
 #   TRAIN=gpt2,llama TRAIN_DTYPES=fp32 TRAIN_T=200   scripts/zoo_dynamic.py --mode training
 #   MODELS=gpt2,bert MODELS_DTYPE=fp32,bf16 MODES=inference MODELS_T=300   python -m tests.models (timed table;
@@ -23,7 +25,19 @@ stage() {  # stage NAME SECONDS COMMAND...
   echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
   { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf)|ERROR|rc=" "$out/$name.txt" | tail -40; } >> "$summary"
 }
-[ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py -q -p no:cacheprovider -p no:logging
+GPU_TEST_FILES="tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py"
+# shellcheck disable=SC2086
+[ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu $GPU_TEST_FILES -q -p no:cacheprovider -p no:logging
+OPINFO=${OPINFO:-}
+for set in ${OPINFO//,/ }; do
+  case $set in
+    native) sweep=(--ops-from tests/opinfo_native.json) ;;
+    *) sweep=(--dtype "$set") ;;
+  esac
+  stage "opinfo-$set" "${OPINFO_T:-300}" python3 tests/opinfo_sweep.py --device cuda "${sweep[@]}" --workers 12 \
+    --max-samples 3 --json-out "$out/opinfo-cuda-$set.json"
+  grep -v "^{" "$out/opinfo-$set.txt" | tail -8 >> "$summary"
+done
 [ -n "${DYN:-}" ] && stage dyn "${DYN_T:-300}" python3 scripts/zoo_dynamic.py --device cuda --names "$DYN" --dtypes "${DYN_DTYPES:-fp32,bf16}"
 [ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
 [ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json" ${ZOO_ARGS:-}
