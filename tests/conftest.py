@@ -2,12 +2,13 @@
 are poisoned with NaN and each new tensor is checked against the live ones, so a memory-planning
 bug fails the test that meets it instead of passing by luck.
 
-The OpInfo sweep (tests/test_opinfo.py) is the suite's longest test: thousands of compilations in
-processes of their own, about 12 minutes of the CI machine's 2 cores with the kernel cache cold.
-The rest of the suite is mostly one Python thread (Dynamo tracing, our scheduler), so in a full
-run the sweep starts as the session starts, at low priority (nice 10), one kernel thread per process,
-beside the other tests, and its test, moved to the end, collects what it found. Run alone
-(`pytest tests/test_opinfo.py`) it runs in the foreground as before."""
+The OpInfo sweeps (tests/test_opinfo.py, tests/test_complex_opinfo.py) are the suite's longest tests:
+thousands of compilations in processes of their own, about 12 minutes of the CI machine's 2 cores with
+the kernel cache cold. The rest of the suite is mostly one Python thread (Dynamo tracing, our
+scheduler), so in a full run each test marked `sweep` has its sweep started as the session starts, at
+low priority (nice 10), one kernel thread per process, beside the other tests; the test, moved to the
+end, collects what its sweep found. Run alone (`pytest tests/test_opinfo.py`) a sweep runs in the
+foreground."""
 
 import importlib.util
 import os
@@ -17,13 +18,13 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 os.environ.setdefault("FCOMPILE_DEBUG", "memory")
 
 SWEEP = Path(__file__).with_name("opinfo_sweep.py")
-SWEEP_TEST = "test_opinfo_sweep_has_no_silent_mismatch"
 # 10 minutes with the kernel cache warm on its own; with it cold (a new machine, or a change to the C++
 # prelude or bindings) every kernel is built again: 25 minutes were not enough on the 2-core CPU
 # machine beside another job (2026-12-02). CI's limit is 90 minutes.
@@ -33,14 +34,14 @@ SWEEP_TIMEOUT_S = 2700
 class _SweepRun:
     """One run of the sweep script, its output in files (a pipe would fill while nobody reads it)."""
 
-    def __init__(self, background: bool):
+    def __init__(self, args: tuple[str, ...], background: bool, gpu_source: bool = False):
         from compiler_core.codegen.triton.ahead import nvidia_target_available
 
-        # Also compile each op's Triton kernels for the H200 (no GPU needed): source only Triton's
-        # interpreter accepts would otherwise first fail on the GPU machine.
-        self.gpu_source = nvidia_target_available()
+        # With gpu_source, also compile each op's Triton kernels for the H200 (no GPU needed): source
+        # only Triton's interpreter accepts would otherwise first fail on the GPU machine.
+        self.gpu_source = gpu_source and nvidia_target_available()
         self.background = background
-        command = [sys.executable, str(SWEEP)] + (["--gpu-source"] if self.gpu_source else [])
+        command = [sys.executable, str(SWEEP), *args] + (["--gpu-source"] if self.gpu_source else [])
         env = dict(os.environ)
         if background and shutil.which("nice"):
             # The foreground tests keep their core (timing tests among them); the sweep takes what is idle.
@@ -70,26 +71,34 @@ class _SweepRun:
             self.process.wait()
 
 
-_SWEEP: dict[str, _SweepRun] = {}
+_SWEEPS: dict[str, _SweepRun] = {}  # a sweep test's node id -> its run, started at collection
+
+
+def _sweep_of(item) -> Optional[pytest.Mark]:
+    return item.get_closest_marker("sweep")
 
 
 def pytest_collection_modifyitems(session, config, items):
-    sweep = [item for item in items if item.name == SWEEP_TEST]
-    if not sweep or len(items) == len(sweep) or importlib.util.find_spec("expecttest") is None:
+    sweeps = [item for item in items if _sweep_of(item) is not None]
+    if not sweeps or len(items) == len(sweeps) or importlib.util.find_spec("expecttest") is None:
         return
-    for item in sweep:  # last: by then the other tests are done and the sweep has had the whole run
+    for item in sweeps:  # last: by then the other tests are done and the sweep has had the whole run
         items.remove(item)
         items.append(item)
-    _SWEEP["run"] = _SweepRun(background=True)
+        mark = _sweep_of(item)
+        _SWEEPS[item.nodeid] = _SweepRun(tuple(mark.args), background=True, **mark.kwargs)
 
 
 def pytest_sessionfinish(session, exitstatus):
-    run = _SWEEP.pop("run", None)
-    if run is not None:
+    for run in _SWEEPS.values():
         run.stop()  # -x, a keyboard interrupt or a failure before the sweep's test: not left running
+    _SWEEPS.clear()
 
 
 @pytest.fixture
-def opinfo_sweep():
-    """The sweep's run: started in the background at collection (a full suite), else here."""
-    return _SWEEP.get("run") or _SweepRun(background=False)
+def opinfo_sweep(request):
+    """The run of the test's sweep (`@pytest.mark.sweep(*arguments of tests/opinfo_sweep.py,
+    gpu_source=...)`): started in the background at collection (a full suite), else here."""
+    mark = _sweep_of(request.node)
+    assert mark is not None, "a test using opinfo_sweep is marked @pytest.mark.sweep(...)"
+    return _SWEEPS.get(request.node.nodeid) or _SweepRun(tuple(mark.args), background=False, **mark.kwargs)

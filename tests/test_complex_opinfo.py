@@ -5,13 +5,9 @@ every op with complex64 samples (2026-12-05: 288 compiled and matched, 94 partly
 pairs, 0 mismatched of 3,439 samples)."""
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
-SWEEP = Path(__file__).with_name("opinfo_sweep.py")
 # One or more ops per rule: arithmetic, views, reductions, comparisons, factories, matmul, FFT.
 RULED_OPS = ("mul", "div.no_rounding_mode", "add", "sub", "rsub", "neg", "conj", "conj_physical", "resolve_conj",
              "abs", "angle", "exp", "view_as_real", "real", "imag", "sum", "mean", "var", "cat", "where", "mm",
@@ -21,11 +17,10 @@ RULED_OPS = ("mul", "div.no_rounding_mode", "add", "sub", "rsub", "neg", "conj",
 
 
 @pytest.mark.slow
-def test_complex_samples_of_ruled_ops_compile_and_match():
+@pytest.mark.sweep("--dtype", "complex64", "--ops", ",".join(RULED_OPS), "--max-samples", "3", "--workers", "1")
+def test_complex_samples_of_ruled_ops_compile_and_match(opinfo_sweep):
     pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest")
-    run = subprocess.run([sys.executable, str(SWEEP), "--dtype", "complex64", "--ops", ",".join(RULED_OPS),
-                          "--max-samples", "3", "--workers", "1"], capture_output=True, text=True,
-                         cwd=SWEEP.parents[1], timeout=900)
+    run = opinfo_sweep.wait()  # started beside the other tests in a full suite (tests/conftest.py)
     assert run.returncode == 0, run.stderr[-3000:]
     result = json.loads(run.stdout.strip().splitlines()[-1])
     swept = {r["op"] for r in result["rows"]}

@@ -19,6 +19,7 @@ EXPECTED_MISMATCHES: dict[str, str] = {}
 
 
 @pytest.mark.slow
+@pytest.mark.sweep(gpu_source=True)
 def test_opinfo_sweep_has_no_silent_mismatch(opinfo_sweep):
     pytest.importorskip("expecttest", reason="torch's OpInfo database needs expecttest")
     # tests/conftest.py starts the sweep when a full suite starts (it runs beside the other tests);
