@@ -155,6 +155,22 @@ def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[int, int], 
         return ()
 
 
+def traced_as_graph_input(tensor: Any) -> bool:
+    """Whether `tensor`, met by a decomposition while AOTAutograd traces, is one of the graph's inputs
+    itself (a placeholder of the graph being built), not a value computed in it or a view of one.
+    Read from the proxy tracer's private tensor table; False wherever that cannot be read."""
+    try:
+        from torch.fx.experimental.proxy_tensor import get_proxy_mode, get_proxy_slot
+
+        mode = get_proxy_mode()
+        if mode is None or not isinstance(tensor, torch.Tensor):
+            return False
+        slot = get_proxy_slot(tensor, mode.tracer, None)
+        return slot is not None and slot.proxy.node.op == "placeholder"
+    except Exception:  # noqa: BLE001 - a private structure: no information is the safe answer
+        return False
+
+
 def floats_specialized() -> Any:
     """Dynamo config for dynamic=True: Python floats (an Embedding's norm_type, a learning rate) stay
     constants guarded by value, as without dynamic shapes. Left symbolic, Dynamo passes them as 0-d

@@ -485,8 +485,13 @@ def _compile_stages(gm: torch.fx.GraphModule, example_inputs: list, record: Grap
         record.layout = choose_conv_layout(gm, options.conv_layout, on_cpu_inference=on_cpu and inference,
                                           on_cpu=on_cpu)
         record.prims = to_prim_graph(gm)
+    # An inference graph's mutated inputs (an optimizer step's parameters and state, a KV cache) are
+    # copied from its outputs afterwards: lowering and memory planning may write them directly. Not in
+    # the check mode, which recomputes each kernel from its inputs after the launch (nor is anything
+    # written over a kernel's dying input there).
+    updates = _compat.inference_input_updates(gm) if inference and not options.check_kernels else ()
     with timer("lower"):
-        record.loops = dataclasses.replace(lower(record.prims), released_inputs=released_inputs)
+        record.loops = dataclasses.replace(lower(record.prims, updates), released_inputs=released_inputs)
     with timer("schedule"):
         # Gathers through pointwise producers read the producer's inputs (never on with fusion off:
         # it inlines across what would be two kernels).
@@ -499,12 +504,6 @@ def _compile_stages(gm: torch.fx.GraphModule, example_inputs: list, record: Grap
         if gather_notes:
             record.schedule = dataclasses.replace(record.schedule, decisions=gather_notes + record.schedule.decisions)
     with timer("memory"):
-        # An inference graph's mutated inputs (an optimizer step's parameters and state) are copied
-        # from its outputs afterwards: their kernels may write into them directly. Not in the check
-        # mode, which recomputes each kernel from its inputs after the launch (nor is anything
-        # written over a kernel's dying input there).
-        inference = record.joint is None and record.part == "forward"
-        updates = _compat.inference_input_updates(gm) if inference and not options.check_kernels else ()
         record.memory = plan_memory(record.loops, record.schedule, updates, write_over=not options.check_kernels)
     with timer("codegen"):
         record.kernels, record.wrapper = generate_program(record.loops, record.schedule, record.memory, backend,

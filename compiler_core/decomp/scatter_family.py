@@ -32,6 +32,7 @@ from typing import Any, Optional
 import torch
 import torch.nn.functional as F
 
+from compiler_core import _compat
 from compiler_core.decomp.atomic_scatter import atomic_cheaper, atomic_scatter_add
 from compiler_core.decomp.scans import SHORT_SCAN, extreme_identity
 from compiler_core.decomp.store_scatter import store_scatter
@@ -134,6 +135,13 @@ def scatter_src(self: torch.Tensor, dim: int, index: torch.Tensor, src: torch.Te
     if not _short(self, dim, index):  # one store per element (store_scatter.py), else PyTorch's call
         stored = store_scatter(self, dim, index, src)
         return NotImplemented if stored is None else stored
+    if _compat.traced_as_graph_input(self):
+        # Likely an in-place update of the caller's tensor (a static KV cache's index_copy_): in the
+        # store form, lowering may write the stored elements straight into that input when nothing else
+        # reads its old value (ir/lowering/scatter.py), instead of a new full-size copy per call.
+        stored = store_scatter(self, dim, index, src)
+        if stored is not None:
+            return stored
     hits = _Hits(self, dim, index, src)
     last = hits.reduce("last")
     placed = src.gather(dim, last.clamp(min=0))
@@ -316,6 +324,8 @@ def _index_put_after(self: torch.Tensor, skipped: int, indices: list, values: to
     count = len(indices)
     if count == 0 or skipped + count > self.dim() or any(i is None for i in indices):
         return NotImplemented  # a gap between indexed dims puts the result's dims first: not handled
+    if count == 1:
+        return _index_put_along(self, skipped, indices[0], values, accumulate)
     ndim = self.dim()
     indexed = list(range(skipped, skipped + count))
     order = indexed + [d for d in range(ndim) if d not in indexed]
@@ -330,6 +340,22 @@ def _index_put_after(self: torch.Tensor, skipped: int, indices: list, values: to
         return NotImplemented
     back = [order.index(d) for d in range(ndim)]
     return moved.permute(back).contiguous()
+
+
+def _index_put_along(self: torch.Tensor, dim: int, index: torch.Tensor, values: torch.Tensor,
+                     accumulate: bool) -> torch.Tensor:
+    """`self[:, ..., index] = values` (one index tensor after `dim` whole dims, as a KV cache's
+    `cache[:, :, positions] = new`): a scatter along `dim`, its result in self's layout. Moving the
+    indexed dim to the front and back, as for several index tensors, would end in a copy of the whole
+    result, and the scatter's result could no longer be stored into self in place."""
+    if index.dtype not in (torch.int64, torch.int32) or values.dtype != self.dtype:
+        return NotImplemented
+    size = self.shape[dim]
+    checked = torch.arange(size, device=self.device).index_select(0, _wrapped(index.reshape(-1).to(torch.int64), size))
+    before, after = self.shape[:dim], self.shape[dim + 1:]
+    values = values.expand(*before, *index.shape, *after).reshape(*before, index.numel(), *after)
+    along = _along(checked, dim, values)
+    return scatter_add(self, dim, along, values) if accumulate else scatter_src(self, dim, along, values)
 
 
 def _unsafe_index_put(self: torch.Tensor, indices: list, values: torch.Tensor,

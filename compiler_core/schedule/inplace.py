@@ -43,6 +43,8 @@ def in_place_updates(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int
         if i >= len(inputs) or k >= len(graph.outputs) or not isinstance(graph.outputs[k], ViewRef):
             continue
         target, out = inputs[i], graph.outputs[k]
+        if storage_of[out.buffer] == storage_of[target.name]:
+            continue  # already made in the input's storage (a scatter stored into it, lowering/scatter.py)
         why = _refusal(graph, target, out, producers, storage_of, step_of, group_of, output_storages)
         if why:
             refused.append((out.buffer, why))

@@ -46,10 +46,13 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 class Lowering:
     """One graph's lowering; `handlers` (handlers.py) map each primitive to the function that lowers it."""
 
-    def __init__(self, prims: PrimGraph, handlers: dict[str, Callable]):
+    def __init__(self, prims: PrimGraph, handlers: dict[str, Callable], updates: tuple[tuple[int, int], ...] = ()):
         self.prims = prims
         self.handlers = handlers
         self.gm = prims.graph_module
+        # FX node -> the input placeholder it is the new value of, where that node reads the input and
+        # nothing else does (scatter.py stores into such an input instead of a copy of it).
+        self.sole_updates = _sole_updates(self.gm, updates)
         self.values: dict[str, Any] = {}  # FX node name -> ViewRef | tuple of ViewRef | Python scalar
         self.nodes: list[LoopNode] = []
         self.inputs: list[Buffer] = []
@@ -433,6 +436,23 @@ def _aliased_inputs(node: torch.fx.Node, args: tuple, kwargs: tuple) -> tuple[st
         value = args[i] if i < len(args) else bound.get(arg.name)
         aliased += buffers_of(value)
     return tuple(dict.fromkeys(aliased))
+
+
+def _sole_updates(gm: torch.fx.GraphModule, updates: tuple[tuple[int, int], ...]) -> dict[str, str]:
+    """node name -> input name, for each update pair (input i, output k) whose output k is a node that
+    takes input i as its first argument, input i having no other reader: after such a node runs
+    nothing needs the input's old value, so its result may be made in the input's storage."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outputs = _flatten(next(iter(gm.graph.find_nodes(op="output"))).args[0])
+    sole = {}
+    for i, k in updates:
+        if i >= len(placeholders) or k >= len(outputs) or not isinstance(outputs[k], torch.fx.Node):
+            continue
+        node, placeholder = outputs[k], placeholders[i]
+        if (node.op == "call_function" and node.args and node.args[0] is placeholder and len(placeholder.users) == 1
+                and outputs.count(node) == 1):
+            sole[node.name] = placeholder.name
+    return sole
 
 
 def _graph_device(gm: torch.fx.GraphModule) -> str:

@@ -10,7 +10,11 @@ Two loop nodes:
 
 The copy is the scatter's own buffer, read by nothing else, so updating it in place changes no
 value anyone else can see; the scatter node names it as `destination` (a read, so the scheduler
-runs the copy first) and as `may_alias` (so the memory planner keeps one storage for both). A
+runs the copy first) and as `may_alias` (so the memory planner keeps one storage for both).
+
+A scatter whose result is the new value of a graph input that it alone reads (a static KV cache's
+`index_copy_` in an inference graph: `Lowering.sole_updates`) has no copy: its destination is the
+input, so a decode step writes the new rows and not the whole cache twice. A
 position out of range is flagged like an indirect load's (SCATTER_ERROR: eager's RuntimeError).
 """
 
@@ -48,7 +52,12 @@ def _scatter(lw: Lowering, node: torch.fx.Node, val: torch.Tensor, accumulate: s
     dim %= len(shape)
     if len(index_shape) != len(shape) or any(i > s for d, (i, s) in enumerate(zip(index_shape, shape)) if d != dim):
         raise Unsupported(f"index shape {list(index_shape)} does not fit self's {list(shape)} outside dim {dim}")
-    destination = lw.pointwise(node, val, lambda names: lw.load(self_, shape, names, val.dtype))
+    if node.name in lw.sole_updates:
+        # The new value of this input, which nothing else reads: the elements are stored into the
+        # caller's tensor itself (AOTAutograd's copy back then finds source and destination the same).
+        destination = lw.values[self_.name]
+    else:
+        destination = lw.pointwise(node, val, lambda names: lw.load(self_, shape, names, val.dtype))
     layout = destination.layout
     out = Buffer(lw.fresh_name(f"buf{len(lw.nodes)}"), val.dtype, layout, val.device.type)
     lw.buffer_devices[out.name] = out.device
