@@ -63,10 +63,9 @@ class CompileError(Exception):
 class Options:
     backend: str = "auto"
     mode: str = "default"
-    # True: sizes symbolic from the first call; None: Dynamo's automatic dynamic shapes (symbolic once
-    # a size changes, as torch.compile's default); False: every new size traced again. Symbolic graphs
-    # run our kernels compiled per concrete size (per_size.py).
-    dynamic: Optional[bool] = False
+    # True: sizes symbolic from the first call; None (the default, as torch.compile's): Dynamo's
+    # automatic dynamic shapes, symbolic once a size changes; False: every new size traced again.
+    dynamic: Optional[bool] = None
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
@@ -109,7 +108,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: Optional[bool] = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
+            dynamic: Optional[bool] = None, debug: str = "", check: bool = False, activation_budget: float = 1.0,
             fusion: bool = True, conv_layout: str = "auto") -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
@@ -125,8 +124,10 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
     `conv_layout="channels_last"` runs convolution graphs' activations in channels-last (NHWC); the
     default keeps the model's layout (channels-last measured slower on the H200 so far).
-    `dynamic=True` traces sizes as symbols (one Dynamo graph for every size), `None` makes them symbolic
-    once they change (torch.compile's default); either way each new size compiles our kernels once.
+    `dynamic=None` (the default, as torch.compile's) makes sizes symbolic once they change: a second
+    size compiles one graph with symbolic sizes that serves every later one (a KV cache growing by a
+    token per call compiles twice, not once per token). `dynamic=True` traces sizes as symbols from the
+    first call; `dynamic=False` compiles every new size again, up to Dynamo's recompile limit.
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
                       activation_budget=activation_budget, fusion=fusion, conv_layout=conv_layout)
