@@ -30,6 +30,7 @@ import torch
 from compiler_core.analysis.traffic import buffer_sizes, group_bytes
 from compiler_core.codegen.wrapper import PUBLIC_FUNCTIONS
 from compiler_core.ir.graph import LoopGraph, LoopNode
+from compiler_core.ir.symbolic import hint
 from compiler_core.ir.values import Op, walk
 from compiler_core.schedule.artifacts import FusionGroup
 from compiler_core.session import CompileSession, GraphRecord
@@ -86,18 +87,20 @@ class OursProfile:
 
 
 # ---- FLOPs and bytes from the artifacts ----------------------------------------------------------
-def node_flops(node: LoopNode) -> int:
-    """Arithmetic nodes of the body at every point, plus one combine per reduced (or scattered) element."""
+def node_flops(node: LoopNode, size_hints: Optional[dict[str, int]] = None) -> int:
+    """Arithmetic nodes of the body at every point, plus one combine per reduced (or scattered) element.
+    Symbolic sizes count at the example call's values (`size_hints`: LoopGraph.size_hints)."""
     if node.kind == "extern" or node.body is None:
         return 0
     per_point = sum(1 for v in walk(node.body) if isinstance(v, Op))
     points = prod(node.ranges) * prod(node.reduction_ranges)
-    return per_point * points + (points if node.kind in ("reduction", "scatter") else 0)  # a combine or an add
+    # a combine or an add per reduced or scattered element
+    return hint(per_point * points + (points if node.kind in ("reduction", "scatter") else 0), size_hints)
 
 
 def is_copy(loops: LoopGraph, group: FusionGroup) -> bool:
     """A kernel with no arithmetic: it copies (a constant into a buffer, or a tensor to a new layout)."""
-    return group.kind != "extern" and all(node_flops(loops.node(n)) == 0 for n in group.nodes)
+    return group.kind != "extern" and all(node_flops(loops.node(n), loops.size_hints) == 0 for n in group.nodes)
 
 
 def record_title(session: CompileSession, record: GraphRecord) -> str:
@@ -313,7 +316,7 @@ def _steps_of(session: CompileSession, record: GraphRecord, runs: list[list]) ->
             nbytes = statistics.median([e[4] for e in mine]) if mine else group_bytes(loops, group, sizes)
             out.append(StepCost(group.name, "ours", "extern", int(flops), int(nbytes), seconds, title, computes))
         else:
-            flops = sum(node_flops(loops.node(n)) for n in group.nodes)
+            flops = sum(node_flops(loops.node(n), loops.size_hints) for n in group.nodes)
             kind = "copy" if is_copy(loops, group) else "kernel"
             out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group, sizes), seconds, title,
                                 computes))
@@ -357,7 +360,7 @@ def steps_without_timing(session: CompileSession) -> tuple[StepCost, ...]:
         if id(loops) not in sizes:  # one pass over a graph's buffers, not one per kernel
             sizes[id(loops)] = buffer_sizes(loops)
         kind = "extern" if group.kind == "extern" else ("copy" if is_copy(loops, group) else "kernel")
-        flops = 0 if group.kind == "extern" else sum(node_flops(loops.node(n)) for n in group.nodes)
+        flops = 0 if group.kind == "extern" else sum(node_flops(loops.node(n), loops.size_hints) for n in group.nodes)
         out.append(StepCost(group.name, "ours", kind, flops, group_bytes(loops, group, sizes[id(loops)]), None,
                             title, ", ".join(group.origins)))
     return tuple(out)
@@ -451,5 +454,5 @@ def _flops_by_source_fn(session: CompileSession) -> dict[str, int]:
             continue
         for node in record.loops.nodes:
             if node.source_fn:
-                out[node.source_fn] = out.get(node.source_fn, 0) + node_flops(node)
+                out[node.source_fn] = out.get(node.source_fn, 0) + node_flops(node, record.loops.size_hints)
     return {k: v for k, v in out.items() if v}

@@ -94,6 +94,24 @@ def test_roofline_and_memory_views_render(mm_view):
     assert f"measured peak of one call of the whole program: {peak:,} bytes" in page_text(mm_view.sections["Memory"])
 
 
+def test_roofline_of_a_graph_with_symbolic_sizes():
+    """A graph compiled with symbolic sizes (a size that changed, under the default dynamic=None, or
+    dynamic=True) counts its FLOPs at the example call's sizes: the roofline once failed on
+    `s0*s1 < 165` while placing such a kernel."""
+
+    def mm_gelu(x, w):
+        return torch.nn.functional.gelu(x @ w) * 2
+
+    x, w = torch.randn(64, 96), torch.randn(96, 128)
+    torch._dynamo.mark_dynamic(x, 0)
+    view = explore(mm_gelu, x, w, repeats=2, kernels_for=())
+    assert view.session.graphs[0].symbolic
+    model = roofline_model(view.exploration)
+    kernel = next(p for p in model.points if p.side == "ours" and p.kind == "kernel")
+    assert isinstance(kernel.flops, int) and kernel.flops >= 64 * 128  # gelu and * 2 at every element
+    assert "GFLOP/s" in page_text(view.sections["Roofline"])
+
+
 def test_ceilings_are_kept_on_disk_by_device(tmp_path, monkeypatch):
     monkeypatch.setenv("FCOMPILE_CACHE_DIR", str(tmp_path / "cache"))
     monkeypatch.setattr(ceilings_module, "_MEASURED", {})
