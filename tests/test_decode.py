@@ -5,6 +5,8 @@ writes into in place (an input mutation in our graph: the caller's buffer must h
 the call, and the next step reads them). Each step's logits are compared with eager's, the tokens
 chosen must be the same, and generate() must return the same sequences, with left padding."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -12,6 +14,8 @@ import compiler_core as cc
 
 tf = pytest.importorskip("transformers")
 pytestmark = pytest.mark.zoo
+# transformers 5.x renamed `past_key_values` to `cache`; older 5.x releases take only the old name.
+CACHE_ARG = "cache" if "cache" in inspect.signature(tf.LlamaForCausalLM.forward).parameters else "past_key_values"
 STEPS = 5
 
 
@@ -43,7 +47,7 @@ def _greedy(forward, prompt, cache):
     tokens, logits, current = prompt, [], prompt
     with torch.no_grad():
         for _ in range(STEPS + 1):
-            out = forward(input_ids=current, cache=cache, use_cache=True)
+            out = forward(input_ids=current, **{CACHE_ARG: cache}, use_cache=True)
             logits.append(out.logits[:, -1].clone())
             current = logits[-1].argmax(-1, keepdim=True)
             tokens = torch.cat([tokens, current], 1)
