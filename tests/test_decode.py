@@ -178,3 +178,27 @@ def test_index_put_after_whole_dims_matches_eager(backend, accumulate):
     for a, b in zip(compiled(x, index, values), fn(x, index, values)):
         torch.testing.assert_close(a, b)
     assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
+
+
+@pytest.mark.parametrize("name", ["llama", "t5"])
+def test_beam_search_with_a_compiled_forward_returns_eagers_sequences(name):
+    """Beam search reorders the cache between calls (index_select on every layer's tensors, outside
+    the graph); T5 also has an encoder and a cross-attention cache. Llama's uses a static cache."""
+    if name == "t5":
+        config = tf.T5Config(vocab_size=128, d_model=64, d_kv=16, d_ff=128, num_layers=2, num_heads=4,
+                             decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+        torch.manual_seed(0)
+        model, extra = tf.T5ForConditionalGeneration(config).eval(), {}
+    else:
+        _, model = _model("llama")
+        extra = {"cache_implementation": "static"}
+    prompt = torch.randint(3, 128, (2, 7), generator=torch.Generator().manual_seed(3))
+    mask = torch.ones_like(prompt)
+    mask[1, :2] = 0
+    options = dict(attention_mask=mask, max_new_tokens=6, num_beams=2, do_sample=False, **extra)
+    want = model.generate(prompt, **options)
+    model.forward = cc.compile(model.forward, backend="cpp")
+    got = model.generate(prompt, **options)
+    assert torch.equal(got, want), (got, want)
+    stats = model.forward.session.stats
+    assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
