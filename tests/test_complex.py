@@ -154,6 +154,9 @@ def test_fourier_transforms_are_library_calls_between_our_kernels(backend):
     assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
     reasons = [n.extern.reason for g in compiled.session.all_records() for n in g.loops.nodes if n.kind == "extern"]
     assert reasons and all("FFT on complex values" in r for r in reasons), reasons
+    # The host program calls the FFT's Python function itself, not the custom op through the dispatcher.
+    source = compiled.session.graphs[0].wrapper.source
+    assert "host_fcompile_complex__fft_" in source and "torch.ops.fcompile.complex" not in source, source
 
 
 def test_rotary_embedding_with_dynamic_sequence_length():

@@ -213,6 +213,7 @@ class CallExtern:
     slots: tuple[Optional[Buffer], ...]  # the buffer per flattened result (None: not a tensor)
     sequence: bool = False  # the op returns a list or tuple (even of one tensor)
     out_target: str = ""  # its out= overload, writing into slots[0] (already bound by a Reuse)
+    host_function: str = ""  # a Python function the host program calls instead (ExternCall.host_function)
 
 
 @dataclass(frozen=True)
@@ -296,7 +297,8 @@ def host_statements(graph: LoopGraph, sched: Schedule, memory: MemoryPlan, kerne
                 out.append(WriteOver(node.output, over[node.output.name]))
                 out_target = OUT_VARIANTS[node.extern.target]
             out.append(CallExtern(node.extern.target, node.extern.args, node.extern.kwargs, slots,
-                                  sequence=bool(node.result_slots), out_target=out_target))
+                                  sequence=bool(node.result_slots), out_target=out_target,
+                                  host_function=node.extern.host_function or ""))
             if check_memory:
                 # Written over a storage: every buffer of it may share it (a scatter's result lives in its
                 # destination's storage, and an addmm may accumulate into that result).
@@ -457,7 +459,7 @@ class _Printer:
         kwargs = "".join(f", {key}={self.arg(v)}" for key, v in s.kwargs)
         if s.out_target:
             return [f"{callable_of(s.out_target)}({args}{kwargs}, out={local(s.slots[0].name)})"]
-        call = f"{callable_of(s.target)}({args}{kwargs})"
+        call = f"{s.host_function or callable_of(s.target)}({args}{kwargs})"
         if not s.sequence:
             lines = [f"{local(s.slots[0].name)} = {call}"]
         else:

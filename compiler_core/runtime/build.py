@@ -115,6 +115,9 @@ def host_call(wrapper: WrapperProgram, kernels: dict[str, Any], graph: LoopGraph
     }
     if checker is not None:
         namespace["checker"] = checker
+    for node in graph.nodes:  # custom ops of ours called as Python functions (ExternCall.host_function)
+        if node.kind == "extern" and node.extern.host_function:
+            namespace[node.extern.host_function] = node.extern.op.fcompile_host_function
     exec(compile(wrapper.source, f"<fcompile host program {_digest(wrapper.source)}>", "exec"), namespace)
     return namespace["call"]
 
