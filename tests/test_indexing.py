@@ -207,3 +207,21 @@ def test_upsample_and_loss_fuse_into_one_pass_over_the_logits(backend):
         loss(x, bad)
     with pytest.raises(IndexError, match="Target"):
         compiled(x, bad)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_gather_in_a_cat_checks_only_the_positions_it_reads(backend):
+    """A gather fused into one piece of a cat is computed with the rest of the cat's loop masked off;
+    its positions there come from other indices (here a square root of a negative number: NaN). The
+    C++ kernels checked them anyway and raised IndexError on a valid program (DLRM's interactions,
+    `dots[:, li, lj]` after `tril_indices`, inside a cat); only the positions read are checked."""
+
+    def fn(a, b):
+        k = torch.arange(15, dtype=torch.float64)
+        rows = torch.floor(torch.sqrt(2 * k + 0.25) - 0.5).long()  # 0, 1, 1, 2, 2, 2, ...: all inside b
+        return torch.cat([a, b[rows]], dim=0)
+
+    a, b = torch.randn(8, 4), torch.randn(5, 4)
+    compiled = cc.compile(fn, backend=backend)
+    torch.testing.assert_close(compiled(a, b), fn(a, b))
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats

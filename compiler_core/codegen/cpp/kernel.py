@@ -113,6 +113,9 @@ class CppPrinter(CSEPrinter):
             return f"static_cast<int64_t>({value})"
         # wraps a negative position (index, take), flags one out of range (and reads element 0 instead)
         size = f"static_cast<int64_t>({c_expr(t.size)})" if is_symbolic(t.size) else f"{t.size}LL"
+        if mask is not None:  # a masked read checks only the positions it reads, as the Triton kernels do
+            return (f"fc::checked_position_if({mask}, static_cast<int64_t>({value}), {size}, {t.error}, "
+                    f"{str(t.wrap).lower()})")
         return f"fc::checked_position(static_cast<int64_t>({value}), {size}, {t.error}, {str(t.wrap).lower()})"
 
     def constant(self, v: Constant) -> str:

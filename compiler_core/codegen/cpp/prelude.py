@@ -83,6 +83,11 @@ static inline int64_t checked_position(int64_t i, int64_t size, int error, bool 
   if (p < 0 || p >= size) { __atomic_store_n(&error_flag, error, __ATOMIC_RELAXED); return 0; }
   return p;
 }
+// The same for a masked read (a gather inside a cat's piece): where `live` is false nothing is read,
+// and the position (computed there from anything, even a NaN) is neither checked nor flagged.
+static inline int64_t checked_position_if(bool live, int64_t i, int64_t size, int error, bool wrap) {
+  return live ? checked_position(i, size, error, wrap) : 0;
+}
 template <typename T> static inline T floordiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::floor(a / b); }
   else {
