@@ -73,3 +73,33 @@ def test_cdist_trains_with_atens_backward():
     torch.testing.assert_close(a.grad, a0.grad)
     torch.testing.assert_close(b.grad, b0.grad)
     assert set(compiled.session.stats["fallback_ops"]) == {"aten._cdist_backward.default"}
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_triangle_indices_and_dlrm_interactions(backend):
+    """tril_indices and triu_indices (torch's references: each pair from its position), rectangular,
+    with offsets past either side, empty, and 500,000 pairs; then DLRM's feature interactions: the
+    lower triangle of every sample's dot products, gathered at those pairs."""
+    shapes = [(4, 7, -2), (7, 4, 2), (5, 5, 10), (5, 5, -10), (0, 3, 0)]
+    shapes += [(1000, 1000, 1)] if backend == "cpp" else []  # the Triton interpreter: small ones
+    for rows, cols, offset in shapes:
+        def pairs(x, rows=rows, cols=cols, offset=offset):
+            return torch.tril_indices(rows, cols, offset) + x, torch.triu_indices(rows, cols, offset) - x
+
+        torch._dynamo.reset()
+        compiled = cc.compile(pairs, backend=backend)
+        zero = torch.zeros((), dtype=torch.int64)
+        for got, want in zip(compiled(zero), pairs(zero)):
+            assert got.shape == want.shape and torch.equal(got, want), (rows, cols, offset)
+        assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
+
+    def interactions(dense, embedded):
+        features = torch.cat([dense.unsqueeze(1), embedded], dim=1)  # [batch, fields, width]
+        dots = torch.bmm(features, features.transpose(1, 2))
+        li, lj = torch.tril_indices(features.shape[1], features.shape[1], offset=-1)
+        return torch.cat([dense, dots[:, li, lj]], dim=1)
+
+    dense, embedded = torch.randn(3, 8), torch.randn(3, 5, 8)
+    compiled = cc.compile(interactions, backend=backend)
+    torch.testing.assert_close(compiled(dense, embedded), interactions(dense, embedded))
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats

@@ -112,6 +112,9 @@ DECOMPOSE = [
     aten.reflection_pad1d_backward, aten.reflection_pad2d_backward, aten.reflection_pad3d_backward,
     # torch's references onto index_put and index (the scatter family, scatter_family.py, and our gathers)
     aten._unsafe_masked_index, aten._unsafe_masked_index_put_accumulate, aten.max_unpool2d, aten.max_unpool3d,
+    # the lower/upper triangle's (row, col) pairs (DLRM's feature interactions, pairwise losses): torch's
+    # references compute each pair from its position (a square root inverts the triangle's row starts)
+    aten.tril_indices, aten.triu_indices,
 ]
 
 
