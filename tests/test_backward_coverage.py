@@ -31,7 +31,6 @@ LEFT_TO_PYTORCH = {
     "grid_sampler_3d_backward": "a scatter of trilinear weights into the input: not lowered",
     "masked_scatter_backward": "a gather by the mask's running count, a scan longer than our scans take",
     "_upsample_bilinear2d_aa_backward": "the antialiased upsample's backward: not lowered",
-    "_embedding_bag_backward": "embedding_bag's backward (offsets, per-bag modes): not lowered",
 }
 
 

@@ -205,7 +205,7 @@ def test_max_norm_renormalises_the_table_in_our_kernels(backend):
 
 
 def test_a_training_step_reads_our_forward_outputs():
-    # _embedding_bag's backward (PyTorch's) reads offset2bag, bag_size and max_indices from our forward
+    # _embedding_bag's backward (ours too) reads offset2bag, bag_size and max_indices from our forward
     weight, indices, offsets, _ = _bag_inputs()
     weight = weight.nan_to_num().requires_grad_()
 
@@ -218,8 +218,61 @@ def test_a_training_step_reads_our_forward_outputs():
     ours, weight.grad = weight.grad, None
     loss_of(weight, indices, offsets).backward()
     torch.testing.assert_close(ours, weight.grad)
-    assert "aten._embedding_bag.default" not in compiled.session.stats["fallback_ops"]
+    assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
 
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_embedding_bag_backward_is_our_kernels_with_eagers_gradients(backend):
+    """Every mode and option of the weight's gradient (_embedding_bag_backward, which ran in PyTorch in
+    every training step with an EmbeddingBag: recommendation models): sum on ATen's fast path (no
+    offset2bag: made from the offsets), per-sample weights, mean with a padding index and an empty bag,
+    max (an empty bag adds nothing), include_last_offset, a 2-d input, bf16. (Offsets whose last one
+    ends before the indices do, with include_last_offset, are left out: ATen's backward then reads past
+    the gradient's rows.)"""
+    g = torch.Generator().manual_seed(2)
+    indices = torch.tensor([5, 1, 6, 3, 3, 2, 9, 3])
+    offsets, with_last = torch.tensor([0, 0, 3, 6]), torch.tensor([0, 0, 3, 6, 8])
+    per_sample = torch.rand(8, generator=g)
+    calls = [dict(mode="sum"), dict(mode="sum", per_sample_weights=per_sample), dict(mode="mean", padding_idx=3),
+             dict(mode="max"), dict(mode="max", padding_idx=9), dict(mode="sum", include_last_offset=True),
+             dict(mode="mean", include_last_offset=True, padding_idx=1)]
+
+    def loss_of(weight, probe):
+        total = 0
+        for c in calls:
+            if "per_sample_weights" in c:
+                c = {**c, "per_sample_weights": c["per_sample_weights"].to(weight.dtype)}
+            bags = F.embedding_bag(indices, weight, with_last if c.get("include_last_offset") else offsets, **c)
+            total = total + (bags * probe).sum()
+        return total + (F.embedding_bag(indices.reshape(2, 4), weight, mode="mean") * probe[:2]).sum()
+
+    for dtype in (torch.float32, torch.bfloat16):
+        weight = torch.randn(10, 4, generator=g).to(dtype)
+        probe = torch.randn(4, 4, generator=g).to(dtype)
+        ours, eager = weight.clone().requires_grad_(), weight.clone().requires_grad_()
+        torch._dynamo.reset()
+        compiled = cc.compile(loss_of, backend=backend)
+        compiled(ours, probe).backward()
+        loss_of(eager, probe).backward()
+        tol = {} if dtype == torch.float32 else dict(rtol=2e-2, atol=2e-2)  # bf16: ATen rounds after each add
+        torch.testing.assert_close(ours.grad, eager.grad, **tol)
+        assert compiled.session.stats["fallback_ops"] == [], compiled.session.stats
+
+
+def test_embedding_bag_scale_grad_by_freq_stays_pytorchs_call():
+    """ATen's CPU kernel divides each row's gradient by the count of another index (torch 2.13): ours
+    leaves that call to PyTorch rather than copy it or differ from it."""
+    indices, offsets = torch.tensor([5, 1, 6, 3, 3, 2, 9, 3]), torch.tensor([0, 0, 3, 6])
+    ours, eager = (torch.randn(10, 4, generator=torch.Generator().manual_seed(3)).requires_grad_() for _ in range(2))
+
+    def loss_of(weight):
+        return F.embedding_bag(indices, weight, offsets, mode="mean", scale_grad_by_freq=True).square().sum()
+
+    compiled = cc.compile(loss_of)
+    compiled(ours).backward()
+    loss_of(eager).backward()
+    torch.testing.assert_close(ours.grad, eager.grad)
+    assert compiled.session.stats["fallback_ops"] == ["aten._embedding_bag_backward.default"]
 
 def test_a_large_bag_stays_pytorchs_call(monkeypatch):
     monkeypatch.setattr(segments, "SHORT_SCATTER", 50)  # 8 indices x 4 bags x 4 wide > 50

@@ -288,8 +288,73 @@ def embedding_renorm(self: torch.Tensor, indices: torch.Tensor, max_norm: float,
     return torch.where((read & (norm > max_norm)).unsqueeze(1), scaled, self)
 
 
+def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor,
+                           offset2bag: torch.Tensor, bag_size: torch.Tensor, max_indices: torch.Tensor,
+                           num_weights: int, scale_grad_by_freq: bool, mode: int, sparse: bool,
+                           per_sample_weights: Optional[torch.Tensor], padding_idx: int = -1) -> Any:
+    """The weight's gradient of an embedding bag, as ATen's CPU kernel makes it (dense): each index's
+    bag gradient added into its row (scaled by its per-sample weight, by 1/bag size for a mean;
+    padding_idx entries add nothing), or for a max each bag's
+    gradient added where its maximum came from (bags of size 0 add nothing). scale_grad_by_freq stays
+    PyTorch's call for sum and mean (below); a max ignores it, as ATen does. The adds are our scatter
+    (scatter_family.py), in another order than ATen's sorted loop: the same within rounding."""
+    if sparse or grad.device.type != "cpu" or grad.dim() != 2 or grad.dtype not in _FLOATS:
+        return NotImplemented
+    if scale_grad_by_freq and mode != MODE_MAX:
+        # ATen's CPU kernel divides by the count of another index than the one it adds to (the i-th of
+        # the sorted indices for the i-th distinct one; torch 2.13): not a documented meaning to copy,
+        # and not one to differ from silently. Its call stays.
+        return NotImplemented
+    if indices.dim() != 1 or indices.dtype not in _INDEX_DTYPES or mode not in (0, 1, 2):
+        return NotImplemented
+    if not all(isinstance(s, int) for s in (*grad.shape, indices.shape[0], offsets.shape[0], num_weights)):
+        return NotImplemented
+    compute = torch.float32 if grad.dtype in _LOW_PRECISION else grad.dtype
+    width = grad.shape[1]
+    weight_grad = grad.new_zeros((num_weights, width), dtype=compute)
+    if mode == MODE_MAX:
+        read = (bag_size != 0).unsqueeze(1)  # [B, 1]
+        rows = torch.where(read, max_indices, 0).to(torch.int64)
+        values = torch.where(read, grad.to(compute), 0)
+        return weight_grad.scatter_add(0, rows, values).to(grad.dtype)
+    count = indices.shape[0]
+    if count == 0:
+        return weight_grad.to(grad.dtype)
+    if offset2bag.numel() == 0:  # ATen's fast sum path returns none: its backward makes it from the offsets
+        position = torch.arange(count, device=grad.device)
+        offset2bag = (offsets.to(torch.int64).unsqueeze(0) <= position.unsqueeze(1)).sum(1) - 1
+    # An index past include_last_offset's last offset is in no bag (the forward left it out): nothing.
+    outside = offset2bag.to(torch.int64) >= grad.shape[0]
+    offset2bag = torch.where(outside, 0, offset2bag.to(torch.int64))
+    values = grad.to(compute).index_select(0, offset2bag)  # [n, D]: each index's bag gradient
+    scale = None
+    if per_sample_weights is not None:
+        scale = per_sample_weights.to(compute)
+    if mode == MODE_MEAN:
+        sizes = bag_size.to(compute).index_select(0, offset2bag)
+        scale = 1 / sizes if scale is None else scale / sizes
+    if scale is not None:
+        values = values * scale.unsqueeze(1)
+    skipped = outside | (indices == padding_idx) if padding_idx >= 0 else outside
+    values = torch.where(skipped.unsqueeze(1), 0, values)
+    rows = indices.to(torch.int64).unsqueeze(1).expand(count, width)
+    return weight_grad.scatter_add(0, rows, values).to(grad.dtype)
+
+
+def embedding_bag_dense_backward(grad: torch.Tensor, indices: torch.Tensor, offset2bag: torch.Tensor,
+                                 bag_size: torch.Tensor, max_indices: torch.Tensor, num_weights: int,
+                                 scale_grad_by_freq: bool, mode: int, per_sample_weights: Optional[torch.Tensor],
+                                 padding_idx: int = -1) -> Any:
+    if indices.numel() and offset2bag.numel() == 0:
+        return NotImplemented  # no offsets here to make it from
+    return embedding_bag_backward(grad, indices, indices.new_zeros(0), offset2bag, bag_size, max_indices,
+                                  num_weights, scale_grad_by_freq, mode, False, per_sample_weights, padding_idx)
+
+
 SEGMENTS = {
     aten.segment_reduce.default: segment_reduce,
+    aten._embedding_bag_backward.default: embedding_bag_backward,
+    aten._embedding_bag_dense_backward.default: embedding_bag_dense_backward,
     aten._embedding_bag_forward_only.default: _embedding_bag(for_backward=False),
     aten._embedding_bag.default: _embedding_bag(for_backward=True),
     aten.embedding_renorm.default: embedding_renorm,
