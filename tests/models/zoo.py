@@ -20,6 +20,7 @@ import torch
 import torch.nn.functional as F
 import transformers as tf
 
+from .dlrm import DLRM, sparse_inputs
 from .meta_llama import MetaLlama
 
 SEED = 0
@@ -188,6 +189,24 @@ def meta_llama(size: str, device, dtype, mask: bool = True) -> ZooCase:
         return F.cross_entropy(logits[:, :-1].flatten(0, 1), labels[:, 1:].flatten())
 
     return ZooCase(model, {"tokens": inputs["input_ids"]}, loss)
+
+
+def dlrm(size: str, device, dtype, mask: bool = True) -> ZooCase:
+    # Recommendation (tests/models/dlrm.py): embedding bags, their pairwise dot products, MLPs.
+    s = SIZES[size]
+    torch.manual_seed(SEED)
+    tables = (s.vocab, s.vocab // 2, s.vocab // 4, s.vocab)
+    model = _finish(DLRM(13, tables, width=s.hidden // 2, hidden=s.hidden), device, dtype)
+    gen = torch.Generator().manual_seed(SEED)
+    batch = s.batch * 4
+    ids, offsets = sparse_inputs(batch, tables, per_sample=4, gen=gen, device=device)
+    dense = _random(gen, (batch, 13), device, dtype)
+    clicks = torch.randint(0, 2, (batch,), generator=gen).to(device=device, dtype=dtype)
+
+    def loss(logits: torch.Tensor) -> torch.Tensor:
+        return F.binary_cross_entropy_with_logits(logits, clicks)
+
+    return ZooCase(model, {"dense": dense, "ids": ids, "offsets": offsets}, loss)
 
 
 def qwen2(size: str, device, dtype, mask: bool = True) -> ZooCase:
@@ -442,6 +461,7 @@ ZOO: dict[str, ZooEntry] = {
         ZooEntry("roberta", roberta, takes_mask=True),
         ZooEntry("distilbert", distilbert, takes_mask=True),
         ZooEntry("fnet", fnet, takes_mask=False),
+        ZooEntry("dlrm", dlrm, takes_mask=False),
         ZooEntry("t5", t5, takes_mask=True),
         ZooEntry("bart", bart, takes_mask=True),
         ZooEntry("vit", vit, takes_mask=False),
