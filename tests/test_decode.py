@@ -202,3 +202,53 @@ def test_beam_search_with_a_compiled_forward_returns_eagers_sequences(name):
     assert torch.equal(got, want), (got, want)
     stats = model.forward.session.stats
     assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
+
+
+def _stores(cache, positions, rows):
+    cache[:, positions] = rows
+    return cache.sum(1)
+
+
+def _copies_then_reads_other(cache, other, positions, rows):
+    cache.index_copy_(1, positions, rows)
+    return other * 2
+
+
+def _copies_and_returns(cache, positions, rows):
+    cache.index_copy_(1, positions, rows)
+    return cache, cache.t()
+
+
+@pytest.mark.parametrize("case", ["strided view", "transposed", "passed twice", "returned"])
+def test_a_scatter_into_an_input_follows_eager_through_aliases(case):
+    """The in-place store into an updated input, where the input is a strided view of a larger tensor,
+    a transposed one, the same tensor passed as two arguments (one updated, the other read after the
+    update), or returned (and viewed) as well: each call's outputs, and every tensor the caller holds,
+    as eager leaves them."""
+    positions, rows = torch.tensor([1, 3]), torch.randn(4, 2, generator=torch.Generator().manual_seed(4))
+
+    def make():
+        start = torch.arange(48, dtype=torch.float32)
+        if case == "strided view":
+            base = start.reshape(6, 8)
+            return base, (_stores, (base[1:5, ::2], positions, rows))
+        if case == "transposed":
+            base = start[:20].reshape(5, 4)
+            return base, (_stores, (base.t(), positions, rows))
+        base = start[:20].reshape(4, 5)
+        if case == "passed twice":
+            return base, (_copies_then_reads_other, (base, base, positions, rows))
+        return base, (_copies_and_returns, (base, positions, rows))
+
+    eager_base, (fn, eager_args) = make()
+    our_base, (_, our_args) = make()
+    compiled = cc.compile(fn)
+    for _ in range(2):  # the second call reads what the first stored
+        want, got = fn(*eager_args), compiled(*our_args)
+        want, got = (want if isinstance(want, tuple) else (want,)), (got if isinstance(got, tuple) else (got,))
+        for a, b in zip(got, want, strict=True):
+            torch.testing.assert_close(a, b)  # sums in another order: within rounding
+        torch.testing.assert_close(our_base, eager_base, rtol=0, atol=0)  # the stored values exactly
+    if case == "returned":
+        assert got[0].data_ptr() == our_args[0].data_ptr()  # the caller's tensor, as in eager
+    assert compiled.session.stats["fallback_graphs"] == 0
