@@ -176,7 +176,7 @@ class TritonPrinter(CSEPrinter):
         if name == "atan2":
             return f"_atan2({a[0]}, {a[1]})"
         if name == "hypot":
-            return f"tl.sqrt({a[0]} * {a[0]} + {a[1]} * {a[1]})"
+            return f"_hypot({a[0]}, {a[1]})"
         if name == "pow":
             # The helpers test their operands elementwise: give a scalar literal a (broadcastable) block.
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
@@ -359,6 +359,21 @@ def _atan2(y, x):
     both_inf = (tl.abs(x) == inf) & (tl.abs(y) == inf)
     r = tl.where(both_inf, sign_y * tl.where(x > 0, pi / 4, 3 * pi / 4), r)
     return tl.where((x != x) | (y != y), x + y, r)
+
+
+@triton.jit
+def _hypot(a, b):
+    # The larger magnitude times sqrt(1 + ratio^2): the squares of large or tiny parts (1e308, 1e-310)
+    # would overflow or vanish. Infinite beats NaN, as in C's hypot.
+    x = tl.abs(a)
+    y = tl.abs(b)
+    m = tl.where(x > y, x, y)
+    n = tl.where(x > y, y, x)
+    r = tl.where(m == 0, 0.0, n / tl.where(m == 0, 1.0, m))
+    h = m * tl.sqrt(1.0 + r * r)
+    inf = float("inf")
+    h = tl.where((x != x) | (y != y), x + y, h)
+    return tl.where((x == inf) | (y == inf), inf, h)
 
 
 @triton.jit
