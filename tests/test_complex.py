@@ -119,15 +119,33 @@ def test_views_of_a_complex_input_stay_views():
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_a_complex_op_without_a_rule_is_pytorchs_call_on_pairs_and_counted(backend):
     def fn(z):
-        return z.sqrt() * 2 + 1
+        return z.sin() * 2 + 1
 
     z = torch.randn(3, 4, dtype=torch.complex64)
     compiled = cc.compile(fn, backend=backend)
     torch.testing.assert_close(compiled(z), fn(z))
     stats = compiled.session.stats
     assert stats["fallback_graphs"] == 0 and stats["kernel_count"] == 1, stats  # * 2 + 1 on both parts
-    assert stats["fallback_ops"] == ["fcompile.complex_sqrt_default.default"], stats  # sqrt ran in PyTorch
-    assert "no lowering for aten.sqrt.default on complex values" in compiled.session.graphs[0].prims.pretty()
+    assert stats["fallback_ops"] == ["fcompile.complex_sin_default.default"], stats  # sin ran in PyTorch
+    assert "no lowering for aten.sin.default on complex values" in compiled.session.graphs[0].prims.pretty()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_roots_and_logarithms_match_c_at_their_edges(backend):
+    """sqrt, rsqrt, log, log2 and log10 of complex values as C's csqrt and clog give them: the branch cut
+    along the negative real axis (the sign of a zero imaginary part), zeros, infinities, NaN, denormals
+    and parts whose |z| overflows float32 (or float64)."""
+    edges = [0.0, -0.0, 1.0, -4.0, 0.5, 3e38, -3e38, 1e-40, float("inf"), float("-inf"), float("nan")]
+    z = torch.tensor([complex(a, b) for a in edges for b in edges], dtype=torch.complex64)
+    big = torch.tensor([1.7e308 + 1.7e308j, -1e308 + 2j, 1e-310 - 0.0j], dtype=torch.complex128)
+
+    def fn(z, big):
+        return torch.sqrt(z), torch.rsqrt(z), torch.log(z), torch.log2(z), torch.log10(z), torch.log(big)
+
+    compiled = cc.compile(fn, backend=backend)
+    for got, want in zip(compiled(z, big), fn(z, big)):
+        torch.testing.assert_close(got, want, rtol=2e-6, atol=0, equal_nan=True)
+    _all_ours(compiled.session)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

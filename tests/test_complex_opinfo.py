@@ -13,7 +13,8 @@ RULED_OPS = ("mul", "div.no_rounding_mode", "add", "sub", "rsub", "neg", "conj",
              "abs", "angle", "exp", "view_as_real", "real", "imag", "sum", "mean", "var", "cat", "where", "mm",
              "bmm", "matmul", "transpose", "permute", "flip", "roll", "index_select", "gather",
              "constant_pad_nd", "split", "unbind", "eq", "ne", "isnan", "logical_not", "zeros", "ones", "fill",
-             "reciprocal", "expand", "squeeze", "unsqueeze", "narrow", "diagonal", "fft.fft", "fft.ifft")
+             "reciprocal", "expand", "squeeze", "unsqueeze", "narrow", "diagonal", "fft.fft", "fft.ifft", "log",
+             "log10", "sqrt", "rsqrt", "isinf", "logical_and")
 
 
 @pytest.mark.slow

@@ -26,6 +26,7 @@ with that reason in the session.
 
 from __future__ import annotations
 
+import math
 import operator
 from dataclasses import dataclass
 from typing import Any, Callable, Optional, Union
@@ -570,6 +571,84 @@ def _exp(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     scale = rw.emit(aten.exp.default, re)
     return rw.complex_of(node, rw.mul(scale, rw.emit(aten.cos.default, im)),
                          rw.mul(scale, rw.emit(aten.sin.default, im)))
+
+
+_LOG_BASES = {aten.log2: math.log(2.0), aten.log10: math.log(10.0)}
+
+
+@_rule(aten.log, aten.log2, aten.log10)
+def _log(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    # log z = log|z| + i arg z, as libstdc++ writes it (glibc's clog is more careful where |z| is near 1:
+    # the same within float rounding there); log2 and log10 divide both parts by the base's log.
+    re, im = rw.parts(value)
+    angle = rw.emit(aten.atan2.default, im, re)
+    if re.meta["val"].dtype == torch.float32:  # |z| of two float32 parts overflows only in float32
+        wide = [rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im)]
+        magnitude = rw.emit(aten._to_copy.default, rw.emit(aten.log.default, rw.emit(aten.hypot.default, *wide)),
+                            dtype=torch.float32, suffix="_f32")
+    else:  # where |z| overflows with finite parts: log(|z / 2|) + log 2
+        length = rw.emit(aten.hypot.default, re, im)
+        halved = rw.add(rw.emit(aten.log.default, rw.emit(aten.hypot.default, rw.mul(re, 0.5), rw.mul(im, 0.5))),
+                        math.log(2.0))
+        finite = [rw.emit(aten.lt.Scalar, rw.emit(aten.abs.default, p), math.inf) for p in (re, im)]
+        overflowed = rw.emit(aten.logical_and.default, rw.emit(aten.isinf.default, length),
+                             rw.emit(aten.logical_and.default, *finite))
+        magnitude = rw.emit(aten.where.self, overflowed, halved, rw.emit(aten.log.default, length))
+    base = _LOG_BASES.get(node.target.overloadpacket)
+    if base is not None:
+        magnitude, angle = rw.div(magnitude, base), rw.div(angle, base)
+    return rw.complex_of(node, magnitude, angle)
+
+
+@_rule(aten.sqrt, aten.rsqrt)
+def _sqrt(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """The principal square root as C's csqrt takes it: with t = sqrt((|x| + |z|) / 2), (t, y / 2t) for
+    x >= 0 and (|y| / 2t, t with y's sign) for x < 0, so the branch cut along the negative axis keeps
+    the sign of a zero imaginary part; z = 0 gives (0, y) and an infinite y gives (inf, y). t is
+    computed as sqrt(|x| / 2 + |z| / 2) (no overflow), in float64 for complex64. rsqrt is 1 / sqrt."""
+    re, im = rw.parts(value)
+    dtype = re.meta["val"].dtype
+    if dtype == torch.float32:
+        re, im = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im))
+    half_sum = rw.add(rw.mul(rw.emit(aten.abs.default, re), 0.5), rw.mul(rw.emit(aten.hypot.default, re, im), 0.5))
+    t = rw.emit(aten.sqrt.default, half_sum)
+    twice = rw.mul(t, 2.0)
+    negative = rw.emit(aten.lt.Scalar, re, 0)
+    zero = rw.emit(aten.eq.Scalar, t, 0)
+    infinite = rw.emit(aten.isinf.default, im)
+    other = rw.div(im, twice)
+    out_re = rw.emit(aten.where.self, negative, rw.div(rw.emit(aten.abs.default, im), twice), t)
+    out_im = rw.emit(aten.where.self, negative, rw.emit(aten.copysign.Tensor, t, im), other)
+    out_re = rw.emit(aten.where.self, zero, rw.mul(im, 0.0), out_re)  # +0 (or NaN for a NaN y)
+    out_re = rw.emit(aten.where.self, zero, rw.emit(aten.abs.default, out_re), out_re)
+    out_im = rw.emit(aten.where.self, zero, im, out_im)
+    out_re = rw.emit(aten.where.self, infinite, rw.emit(aten.abs.default, im), out_re)
+    out_im = rw.emit(aten.where.self, infinite, im, out_im)
+    root = _Complex(node.name, dtype, parts=(out_re, out_im))
+    if node.target.overloadpacket is aten.rsqrt:
+        return _div(rw, node, 1.0, root)
+    return rw.complex_of(node, out_re, out_im)
+
+
+@_rule(aten.isinf)
+def _isinf(rw: _Rewrite, node: Node, value: _Complex) -> Node:
+    re, im = rw.parts(value)
+    return rw.emit(aten.logical_or.default, rw.emit(aten.isinf.default, re), rw.emit(aten.isinf.default, im))
+
+
+def _nonzero(rw: _Rewrite, operand: Operand) -> Any:
+    re, im = rw.lazy_parts(operand)
+    if not isinstance(re, Node):
+        raise NotRealPairs("a logical op on a complex number alone")
+    nonzero = rw.emit(aten.ne.Scalar, re, 0)
+    return nonzero if im is None else rw.emit(aten.logical_or.default, nonzero, rw.emit(aten.ne.Scalar, im, 0))
+
+
+@_rule(aten.logical_and, aten.logical_or, aten.logical_xor)
+def _logical(rw: _Rewrite, node: Node, a: Operand, b: Operand) -> Node:
+    op = {aten.logical_and: aten.logical_and.default, aten.logical_or: aten.logical_or.default,
+          aten.logical_xor: aten.logical_xor.default}[node.target.overloadpacket]
+    return rw.emit(op, _nonzero(rw, a), _nonzero(rw, b))
 
 
 @_rule(aten.sum, aten.mean)
