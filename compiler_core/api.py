@@ -63,9 +63,10 @@ class CompileError(Exception):
 class Options:
     backend: str = "auto"
     mode: str = "default"
-    # True: sizes symbolic from the first call; None (the default, as torch.compile's): Dynamo's
-    # automatic dynamic shapes, symbolic once a size changes; False: every new size traced again.
-    dynamic: Optional[bool] = None
+    # True: sizes symbolic from the first call; None (torch.compile's default): Dynamo's automatic
+    # dynamic shapes, symbolic once a size changes; False (ours): every new size traced again. Not None
+    # by default while some programs compiled with symbolic sizes still differ from eager (issue notes).
+    dynamic: Optional[bool] = False
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
@@ -108,7 +109,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: Optional[bool] = None, debug: str = "", check: bool = False, activation_budget: float = 1.0,
+            dynamic: Optional[bool] = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
             fusion: bool = True, conv_layout: str = "auto") -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
@@ -124,10 +125,10 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
     `conv_layout="channels_last"` runs convolution graphs' activations in channels-last (NHWC); the
     default keeps the model's layout (channels-last measured slower on the H200 so far).
-    `dynamic=None` (the default, as torch.compile's) makes sizes symbolic once they change: a second
-    size compiles one graph with symbolic sizes that serves every later one (a KV cache growing by a
-    token per call compiles twice, not once per token). `dynamic=True` traces sizes as symbols from the
-    first call; `dynamic=False` compiles every new size again, up to Dynamo's recompile limit.
+    `dynamic=False` (the default) compiles every new size again, up to Dynamo's recompile limit.
+    `dynamic=None` (torch.compile's default) makes sizes symbolic once they change: a second size
+    compiles one graph with symbolic sizes that serves every later one (use it where a KV cache grows
+    by a token per call). `dynamic=True` traces sizes as symbols from the first call.
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
                       activation_budget=activation_budget, fusion=fusion, conv_layout=conv_layout)

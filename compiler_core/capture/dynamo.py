@@ -121,8 +121,10 @@ class _RecompileHandler(logging.Handler):
                 limit = lines[0].split("hit config.", 1)[1]
                 self.sink.append(Recompile(
                     f"Dynamo hit its {limit} for {what}: from now on that function runs in eager PyTorch, not "
-                    "compiled (each new object it guards on, e.g. a new optimizer, was one more compilation). "
-                    "Call torch._dynamo.reset() or raise torch._dynamo.config.recompile_limit", limit_hit=True))
+                    "compiled (each new object it guards on, e.g. a new optimizer, and each new input size was "
+                    "one more compilation). Where sizes change from call to call (a KV cache growing a token "
+                    "per call), compile with dynamic=None (symbolic once a size changes); else call "
+                    "torch._dynamo.reset() or raise torch._dynamo.config.recompile_limit", limit_hit=True))
             return
         # "Recompiling function f in file:line / triggered by ... / - 0/0: tensor 'x' dtype mismatch"
         reasons = [ln.strip()[1:].strip() for ln in text.splitlines() if ln.strip().startswith("-")]
