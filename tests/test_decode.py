@@ -82,6 +82,17 @@ def test_greedy_decoding_with_a_cache_matches_eager_step_by_step(name, kind, bac
         assert all(g.symbolic for g in compiled.session.graphs), compiled.session.messages
 
 
+def _generates_as_eager(model, prompt, options) -> None:
+    """generate() with the forward compiled (dynamic=None: the cache grows) returns eager's sequences,
+    with nothing left to PyTorch."""
+    want = model.generate(prompt, **options)
+    model.forward = cc.compile(model.forward, backend="cpp", dynamic=None)
+    got = model.generate(prompt, **options)
+    assert torch.equal(got, want), (got, want)
+    stats = model.forward.session.stats
+    assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
+
+
 @pytest.mark.parametrize("cache_implementation", [None, "static"])
 def test_generate_with_a_compiled_forward_returns_eagers_sequences(cache_implementation):
     config, model = _model("llama")
@@ -90,12 +101,7 @@ def test_generate_with_a_compiled_forward_returns_eagers_sequences(cache_impleme
     mask[0, :3] = 0  # the first prompt is shorter: left padding, a mask the cache's positions must follow
     options = dict(max_new_tokens=6, do_sample=False, attention_mask=mask,
                    **({"cache_implementation": cache_implementation} if cache_implementation else {}))
-    want = model.generate(prompt, **options)
-    model.forward = cc.compile(model.forward, backend="cpp", dynamic=None)
-    got = model.generate(prompt, **options)
-    assert torch.equal(got, want), (got, want)
-    stats = model.forward.session.stats
-    assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
+    _generates_as_eager(model, prompt, options)
 
 
 class _PositionCache(torch.nn.Module):
@@ -198,12 +204,7 @@ def test_beam_search_with_a_compiled_forward_returns_eagers_sequences(name):
     mask = torch.ones_like(prompt)
     mask[1, :2] = 0
     options = dict(attention_mask=mask, max_new_tokens=6, num_beams=2, do_sample=False, **extra)
-    want = model.generate(prompt, **options)
-    model.forward = cc.compile(model.forward, backend="cpp", dynamic=None)
-    got = model.generate(prompt, **options)
-    assert torch.equal(got, want), (got, want)
-    stats = model.forward.session.stats
-    assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], stats
+    _generates_as_eager(model, prompt, options)
 
 
 def _stores(cache, positions, rows):
