@@ -271,6 +271,12 @@ def _wrapped(index: torch.Tensor, size: int) -> torch.Tensor:
     return torch.where(index < 0, index + size, index)
 
 
+def _checked_positions(index: torch.Tensor, size: int, device: Any) -> torch.Tensor:
+    """index_put's positions along a dim of `size`, flat, wrapped and bounds-checked as ATen checks
+    them (an index_select of the positions, which raises IndexError for one out of range)."""
+    return torch.arange(size, device=device).index_select(0, _wrapped(index.reshape(-1).to(torch.int64), size))
+
+
 def put(self: torch.Tensor, index: torch.Tensor, source: torch.Tensor, accumulate: bool = False) -> torch.Tensor:
     if self.dim() == 0:
         return NotImplemented
@@ -304,8 +310,7 @@ def index_put(self: torch.Tensor, indices: list, values: torch.Tensor, accumulat
     lead, rest = self.shape[:count], self.shape[count:]
     linear = None
     for index, size in zip(broadcast, lead):
-        wrapped = _wrapped(index.reshape(-1).to(torch.int64), size)
-        checked = torch.arange(size, device=self.device).index_select(0, wrapped)
+        checked = _checked_positions(index, size, self.device)
         linear = checked if linear is None else linear * size + checked
     rows = 1
     for size in lead:
@@ -351,7 +356,7 @@ def _index_put_along(self: torch.Tensor, dim: int, index: torch.Tensor, values: 
     if index.dtype not in (torch.int64, torch.int32) or values.dtype != self.dtype:
         return NotImplemented
     size = self.shape[dim]
-    checked = torch.arange(size, device=self.device).index_select(0, _wrapped(index.reshape(-1).to(torch.int64), size))
+    checked = _checked_positions(index, size, self.device)
     before, after = self.shape[:dim], self.shape[dim + 1:]
     values = values.expand(*before, *index.shape, *after).reshape(*before, index.numel(), *after)
     along = _along(checked, dim, values)

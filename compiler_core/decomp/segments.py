@@ -213,7 +213,7 @@ def _bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mod
     rows = weight.index_select(0, indices)  # [n, D]
     position = torch.arange(count, device=device)
     # offset2bag as ATen makes it: how many of the bags' offsets come at or before each index, less one
-    bag_of = (offsets[:bags].unsqueeze(0) <= position.unsqueeze(1)).sum(1) - 1  # [n]
+    bag_of = _offset2bag(offsets[:bags], count)  # [n]
     member = bag_of.unsqueeze(1) == torch.arange(bags, device=device)  # [n, B]
     padded = 0  # padding entries ATen takes off each bag's size
     if padding_idx >= 0:  # never on the fast path
@@ -242,6 +242,12 @@ def _bag(weight: torch.Tensor, indices: torch.Tensor, offsets: torch.Tensor, mod
     # a sum's bag_size is zeros: of the bags for the backward, of the offsets otherwise
     zeros = indices.new_zeros(bags if for_backward else offsets.shape[0], dtype=index_dtype)
     return output, offset2bag, zeros, zeros.clone()
+
+
+def _offset2bag(offsets: torch.Tensor, count: int) -> torch.Tensor:
+    """Each index's bag, as ATen makes offset2bag: how many offsets come at or before it, less one."""
+    position = torch.arange(count, device=offsets.device)
+    return (offsets.unsqueeze(0) <= position.unsqueeze(1)).sum(1) - 1
 
 
 def _bag_max(rows: torch.Tensor, indices: torch.Tensor, member: torch.Tensor,
@@ -321,8 +327,7 @@ def embedding_bag_backward(grad: torch.Tensor, indices: torch.Tensor, offsets: t
     if count == 0:
         return weight_grad.to(grad.dtype)
     if offset2bag.numel() == 0:  # ATen's fast sum path returns none: its backward makes it from the offsets
-        position = torch.arange(count, device=grad.device)
-        offset2bag = (offsets.to(torch.int64).unsqueeze(0) <= position.unsqueeze(1)).sum(1) - 1
+        offset2bag = _offset2bag(offsets.to(torch.int64), count)  # over every offset, as ATen's backward
     # An index past include_last_offset's last offset is in no bag (the forward left it out): nothing.
     outside = offset2bag.to(torch.int64) >= grad.shape[0]
     offset2bag = torch.where(outside, 0, offset2bag.to(torch.int64))
