@@ -527,11 +527,6 @@ def test_a_size_passed_as_an_int_is_a_symbol_of_unknown_sign_and_still_compiles_
     assert len(sessions) == 1, [s.recompiles for s in sessions]
 
 
-@pytest.mark.xfail(strict=True, reason="known wrong answer, not yet fixed (2026-12-05): a pointwise producer "
-                   "padded by symbolic amounts, in a graph whose other sizes are static, is read through a "
-                   "layout inversion that loses the symbolic offset inside its floor divisions: `s` is "
-                   "read at the wrong channel near the bottom rows (errors above 1). dynamic=True and "
-                   "static pads are right.")
 def test_a_pointwise_producer_padded_by_symbolic_amounts_matches_eager():
     """F.pad's amounts as arguments that change between calls: under dynamic=None Dynamo makes the
     changed ones symbols and keeps x's sizes static; the padded producer `sigmoid(x * s + 1)` is then

@@ -264,7 +264,10 @@ def _divmod(a: int, b: int) -> tuple[int, int]:
 def _symbolic_divmod(a: int, b: int) -> tuple[int, int]:
     # sympy's cancel takes milliseconds, and index arithmetic asks the same few quotients over and
     # over: Swin's window partition with symbolic sizes asked 29,016 times (150 s of its compile).
-    numerator, denominator = sympy.fraction(sympy.cancel(sympy.sympify(a) / b))
+    # `together`: cancel leaves a sum of fractions as it is ((-s1 - 9*s2)/252 -> -s1/252 - s2/28),
+    # whose `fraction` has denominator 1; a quotient with a rational coefficient then dropped a
+    # pad's symbolic offset from a floor division (a wrong channel read, errors above 1).
+    numerator, denominator = sympy.fraction(sympy.together(sympy.cancel(sympy.sympify(a) / b)))
     return (as_size(numerator), 0) if denominator == 1 else (0, a)
 
 

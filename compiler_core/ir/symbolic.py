@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import dataclasses
+import functools
 import weakref
 from typing import Any, Iterator, Optional, Union
 
@@ -69,8 +70,22 @@ def as_size(value: Any) -> Size:
         expr = value.node.expr
         return int(expr) if expr.is_number else expr
     if isinstance(value, sympy.Expr):
-        return int(value) if value.is_number else value
+        return _integral(value)
     return int(value)
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _integral(expr: sympy.Expr) -> Size:
+    """expr as a size, refusing a fraction: `int()` would truncate 1/28 to 0 and an index with a
+    rational coefficient has lost part of an offset (every size is an integer), so either is a
+    compiler bug. Raised as NotSymbolic: the graph is compiled per size, correct and slower."""
+    if expr.is_number:
+        if not (expr.is_Integer or (expr.is_Float and float(expr).is_integer())):
+            raise NotSymbolic(f"size {expr} is not an integer")
+        return int(expr)
+    if any(not r.is_Integer for r in expr.atoms(sympy.Rational)):
+        raise NotSymbolic(f"size expression {expr} has a fractional coefficient")
+    return expr
 
 
 def is_symbolic(value: Any) -> bool:
