@@ -253,6 +253,29 @@ def forget_compiled_code(fn: Callable) -> None:
             pass
 
 
+def forget_automatic_dynamic(fn: Callable) -> None:
+    """Drop what Dynamo's automatic dynamic shapes learnt about fn's sizes in earlier compilations.
+
+    Dynamo keeps which inputs changed size per (file, first line, name) of a code object, across
+    torch.compile calls: a second `compile()` of the same function (a notebook cell run again, a test
+    parametrized over sizes) would trace its first call symbolic because an earlier compilation saw
+    another size. Each compile() starts from static sizes, as its first graph does under torch.compile;
+    frames Dynamo resumes after fn's graph breaks are keyed by fn's name too and go with it."""
+    code = getattr(getattr(fn, "forward", fn), "__code__", None)
+    try:
+        from torch._dynamo import pgo
+
+        state = pgo._CODE_STATE
+    except (ImportError, AttributeError):  # a torch without automatic-dynamic state: nothing to forget
+        return
+    if code is None or not state:
+        return
+    resumed = f"torch_dynamo_resume_in_{code.co_name}_at_"
+    for key in [k for k in state if k.filename == code.co_filename
+                and ((k.name == code.co_name and k.firstlineno == code.co_firstlineno) or k.name.startswith(resumed))]:
+        del state[key]
+
+
 def dynamo_guards() -> list[tuple[str, str]]:
     """(guard kind, guarded expression) for the graph Dynamo is compiling now, e.g.
     ("TENSOR_MATCH", "L['x']"); empty where Dynamo does not expose them."""

@@ -63,10 +63,9 @@ class CompileError(Exception):
 class Options:
     backend: str = "auto"
     mode: str = "default"
-    # True: sizes symbolic from the first call; None (torch.compile's default): Dynamo's automatic
-    # dynamic shapes, symbolic once a size changes; False (ours): every new size traced again. Not None
-    # by default while some programs compiled with symbolic sizes still differ from eager (issue notes).
-    dynamic: Optional[bool] = False
+    # True: sizes symbolic from the first call; None (the default, as torch.compile's): Dynamo's
+    # automatic dynamic shapes, symbolic once a size changes; False: every new size traced again.
+    dynamic: Optional[bool] = None
     # Graph-level fallback instead of raising: a graph we cannot compile runs in eager PyTorch.
     fallback: bool = True
     # Debugging aids, comma-separated; "memory": freed storages are poisoned and every new tensor is
@@ -109,7 +108,7 @@ def _debug_flags(debug: str) -> set[str]:
 
 
 def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str = "default",
-            dynamic: Optional[bool] = False, debug: str = "", check: bool = False, activation_budget: float = 1.0,
+            dynamic: Optional[bool] = None, debug: str = "", check: bool = False, activation_budget: float = 1.0,
             fusion: bool = True, conv_layout: str = "auto") -> Any:
     """Compile a function or nn.Module with our compiler; usable as a decorator.
 
@@ -125,10 +124,12 @@ def compile(fn: Optional[Callable] = None, *, backend: str = "auto", mode: str =
     `fusion=False` gives every loop node a kernel of its own (to measure what fusion buys).
     `conv_layout="channels_last"` runs convolution graphs' activations in channels-last (NHWC); the
     default keeps the model's layout (channels-last measured slower on the H200 so far).
-    `dynamic=False` (the default) compiles every new size again, up to Dynamo's recompile limit.
-    `dynamic=None` (torch.compile's default) makes sizes symbolic once they change: a second size
-    compiles one graph with symbolic sizes that serves every later one (use it where a KV cache grows
-    by a token per call). `dynamic=True` traces sizes as symbols from the first call.
+    `dynamic=None` (the default, as torch.compile's) compiles the first call's sizes as numbers and
+    makes a size symbolic once it changes: one graph with symbolic sizes then serves every later one
+    (a KV cache that grows by a token per call, batches of varying length). `dynamic=False` compiles
+    every new size again, up to Dynamo's recompile limit (8), then runs in eager PyTorch.
+    `dynamic=True` traces sizes as symbols from the first call. Each compile() starts from static
+    sizes, whatever earlier compilations of the same function saw.
     """
     options = Options(backend, mode, dynamic, debug=f"{debug},check" if check else debug,
                       activation_budget=activation_budget, fusion=fusion, conv_layout=conv_layout)
@@ -150,7 +151,7 @@ def _original(fn: Any) -> Any:
 
 
 def explain(fn: Callable, *args: Any, backend: str = "auto", mode: str = "default", train: bool = False,
-            dynamic: bool = False, activation_budget: float = 1.0, fusion: bool = True,
+            dynamic: Optional[bool] = None, activation_budget: float = 1.0, fusion: bool = True,
             **kwargs: Any) -> CompileSession:
     """Compile `fn`, run it once on `args`, and return the CompileSession with every stage's artifact.
 
@@ -195,6 +196,7 @@ class CompiledFunction:
         self.session = CompileSession(backend=options.backend, mode=options.mode)
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
+        _compat.forget_automatic_dynamic(fn)
         target = _own_call_frame(fn) if isinstance(fn, torch.nn.Module) else _with_own_code(fn)
         self._dynamo_fn = torch.compile(target, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())

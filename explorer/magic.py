@@ -201,7 +201,8 @@ class FcompileMagics(Magics):
         fn = scope.pop(FUNCTION_NAME)
         fn.__qualname__ = fn.__name__ = "cell"
         try:
-            compiled = cc.compile(fn, backend=args.backend, mode=args.mode, dynamic=args.dynamic)
+            # Without --dynamic, the library's default (None): a cell's one call compiles static sizes.
+            compiled = cc.compile(fn, backend=args.backend, mode=args.mode, dynamic=True if args.dynamic else None)
         except cc.CompileError as exc:
             raise FcompileError(str(exc), _debug_text(exc, args)) from None
         entry = self._compiled[key] = CachedCell(scope, fn, compiled)

@@ -478,16 +478,18 @@ class ExplorerView:
             "fusion": widgets.Checkbox(value=now.fusion, description="fusion"),
             "backend": widgets.Dropdown(options=backends, value=now.backend, description="backend"),
             "mode": widgets.Dropdown(options=modes, value=now.mode, description="mode"),
-            "dynamic": widgets.Checkbox(value=now.dynamic, description="dynamic"),
+            # Ticked: symbolic sizes from the first call (dynamic=True); unticked leaves the option as it is.
+            "dynamic": widgets.Checkbox(value=bool(now.dynamic), description="dynamic"),
             "activation_budget": widgets.FloatSlider(value=now.activation_budget, min=0.0, max=1.0, step=0.05,
                                                      description="activation budget", disabled=not exp.train),
         }
         button = widgets.Button(description="Recompile", icon="refresh")
         result = widgets.HTML()
 
+        shown = {name: toggle.value for name, toggle in toggles.items()}
+
         def recompile(_button: Any) -> None:
-            changes = {name: toggle.value for name, toggle in toggles.items()
-                       if toggle.value != getattr(now, name)}
+            changes = {name: toggle.value for name, toggle in toggles.items() if toggle.value != shown[name]}
             result.value = panel('<p class="fxe-note">Recompiling and timing...</p>')
             result.value = panel(self.what_if_html(**changes))
 

@@ -85,6 +85,25 @@ def test_one_compilation_serves_every_size_and_matches_eager(backend, name):
     assert record.sizes.startswith("s") and "=" in record.sizes, "the example call's sizes"
 
 
+def test_the_default_is_static_until_a_size_changes_and_each_compile_starts_static():
+    """dynamic=None, as torch.compile: the first size compiles with numbers, a second one symbolic, and
+    that graph serves a third size. Dynamo remembers changed sizes per function across compilations;
+    a new compile() of the same function must not inherit them (a re-run notebook cell)."""
+    def f(x):
+        return torch.softmax(x * 2, -1) + 1
+
+    for _ in range(2):
+        compiled = cc.compile(f, backend="cpp")
+        first = torch.randn(4, 16)
+        torch.testing.assert_close(compiled(first), f(first))
+        assert not compiled.session.graphs[0].symbolic
+        for rows in (5, 9):
+            x = torch.randn(rows, 16)
+            torch.testing.assert_close(compiled(x), f(x))
+            assert compiled.session.graphs[0].symbolic
+        assert len(compiled.session.recompiles) <= 1 and compiled.session.stats["fallback_graphs"] == 0
+
+
 def test_the_kernels_and_host_program_print_the_symbols():
     compiled = cc.compile(lambda x: torch.softmax(x, -1), backend="cpp", dynamic=True)
     with torch.no_grad():

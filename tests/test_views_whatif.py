@@ -91,7 +91,7 @@ def test_dynamic_on_compiles_the_symbolic_graph_with_our_kernels(view):
     assert result.matches_eager
     assert result.session.stats["fallback_graphs"] == 0 and result.session.kernels, result.session.messages
     assert result.session.graphs[0].sizes  # compiled for the explored sizes (compiler_core/per_size.py)
-    assert row(result, "option dynamic") == ("option dynamic", "off", "on", "changed")
+    assert row(result, "option dynamic") == ("option dynamic", "auto", "on", "changed")
 
 
 @pytest.mark.parametrize("changes, says", [
@@ -140,7 +140,7 @@ def test_training_program_takes_an_activation_budget():
 def test_static_tab_says_the_toggles_need_a_live_kernel(view):
     static = text(view.sections["What-if"])
     assert "need a live Python kernel" in static
-    for option, value in (("fusion", "on"), ("backend", "cpp"), ("mode", "default"), ("dynamic", "off")):
+    for option, value in (("fusion", "on"), ("backend", "cpp"), ("mode", "default"), ("dynamic", "auto")):
         assert re.search(rf"{option}\s+{value}", static)
     assert re.search(r"kernels\s+1\b", static)
     assert "What-if" in view.tab_titles

@@ -123,7 +123,7 @@ class _RecompileHandler(logging.Handler):
                     f"Dynamo hit its {limit} for {what}: from now on that function runs in eager PyTorch, not "
                     "compiled (each new object it guards on, e.g. a new optimizer, and each new input size was "
                     "one more compilation). Where sizes change from call to call (a KV cache growing a token "
-                    "per call), compile with dynamic=None (symbolic once a size changes); else call "
+                    "per call), leave dynamic at its default, None (symbolic once a size changes); else call "
                     "torch._dynamo.reset() or raise torch._dynamo.config.recompile_limit", limit_hit=True))
             return
         # "Recompiling function f in file:line / triggered by ... / - 0/0: tensor 'x' dtype mismatch"

@@ -226,6 +226,8 @@ def result_html(result: WhatIf) -> str:
 def _show(value: Any) -> str:
     if isinstance(value, bool):
         return "on" if value else "off"
+    if value is None:  # dynamic=None: sizes static until one changes between calls
+        return "auto"
     return str(value)
 
 
