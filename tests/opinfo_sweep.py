@@ -11,6 +11,7 @@ pytest process; PITFALLS.md):
                                             # the CPU's native set, on the GPU with the Triton backend
     python tests/opinfo_sweep.py --dtype complex64 --table
                                             # every op with complex64 samples, in complex64
+    python tests/opinfo_sweep.py --dynamic  # compiled with dynamic=True: every size a symbol
 
 What runs:
 - every op's first sample. If our compiled program computed it (our kernels, views and the library
@@ -128,6 +129,9 @@ REFERENCE_INPUTS = False
 # --dtype: sweep only the ops with OpInfo samples in this dtype, in it (complex64: the complex rewrite,
 # compiler_core/decomp/complex_pairs.py); None: float32, or int64 where an op has no float32.
 ONLY_DTYPE: torch.dtype | None = None
+# --dynamic: compile with dynamic=True (every size a symbol from the first call): the symbolic path's
+# index arithmetic, guards and kernels against eager, op by op.
+DYNAMIC = False
 # --gpu-source: the Triton plans of each op's first compiled sample, compiled for the H200 at the end.
 GPU_PLANS: dict[str, list] = {}
 
@@ -146,7 +150,7 @@ def run_sample(op, sample, keep_plans: str | None = None) -> tuple[str, str]:
     if not _same(fn(*_fresh((sample.input, *sample.args)), **_fresh(sample.kwargs)), expected):
         return "eager_nondeterministic", ""
     torch._dynamo.reset()
-    compiled = cc.compile(fn, backend=BACKEND[DEVICE])
+    compiled = cc.compile(fn, backend=BACKEND[DEVICE], dynamic=True if DYNAMIC else None)
     before = compiled.session
     torch.manual_seed(0)
     try:
@@ -376,6 +380,8 @@ def main() -> None:
     parser.add_argument("--gpu-source", action="store_true",
                         help="also compile the Triton GPU source of each compiled op's first sample for an H200 "
                              "(sm_90), without a GPU (compiler_core/codegen/triton/ahead.py)")
+    parser.add_argument("--dynamic", action="store_true",
+                        help="compile with dynamic=True: sizes as symbols from the first call")
     parser.add_argument("--native-json", help="write the ops compiled and matched to this file (the set "
                         "tests/test_opinfo.py expects; only from a sweep of all ops)")
     parser.add_argument("--dtype", choices=("complex64", "complex128", "float64", "bfloat16"),
@@ -384,9 +390,10 @@ def main() -> None:
     parser.add_argument("--shard", help=argparse.SUPPRESS)  # "i/n": internal, one worker's share
     args = parser.parse_args(ARGV)
     cap = None if args.all else args.max_samples
-    global DEVICE, REFERENCE_INPUTS, ONLY_DTYPE
+    global DEVICE, REFERENCE_INPUTS, ONLY_DTYPE, DYNAMIC
     DEVICE = args.device
     REFERENCE_INPUTS = args.reference_inputs
+    DYNAMIC = args.dynamic
     ONLY_DTYPE = getattr(torch, args.dtype) if args.dtype else None
     if DEVICE == "cuda" and not torch.cuda.is_available():
         sys.exit("--device cuda needs a CUDA GPU; none is visible to torch")
@@ -402,7 +409,7 @@ def main() -> None:
     flags = ((["--all"] if args.all else ["--max-samples", str(cap)]) + (["--ops", args.ops] if args.ops else [])
              + ["--device", DEVICE] + (["--gpu-source"] if args.gpu_source else [])
              + (["--reference-inputs"] if args.reference_inputs else [])
-             + (["--dtype", args.dtype] if args.dtype else []))
+             + (["--dtype", args.dtype] if args.dtype else []) + (["--dynamic"] if args.dynamic else []))
     # The shards are already one process per core: compile worker processes of their own on the GPU
     # (runtime/parallel_compile.py) would start a dozen more in each.
     env = {**os.environ, "FCOMPILE_COMPILE_WORKERS": os.environ.get("FCOMPILE_COMPILE_WORKERS", "0")}
@@ -417,7 +424,7 @@ def main() -> None:
     result = summarize(rows, cap, time.perf_counter() - start)
     print_report(result, args.table)
     if args.native_json:
-        if args.ops or args.dtype:
+        if args.ops or args.dtype or args.dynamic:
             sys.exit("--native-json needs a sweep of all ops in the default dtypes (no --ops, no --dtype)")
         Path(args.native_json).write_text(json.dumps({
             "about": "ops compiled by us and matching eager on every sample run; tests/test_opinfo.py",
