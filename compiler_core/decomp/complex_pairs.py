@@ -630,6 +630,60 @@ def _sqrt(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     return rw.complex_of(node, out_re, out_im)
 
 
+def _scaled_product(rw: _Rewrite, a: Node, factor: Node, odd: bool) -> Node:
+    """cosh(a) * factor (odd: sinh(a) * factor) without overflowing where the product is finite: past
+    |a| = 20, cosh and |sinh| are exp(|a|) / 2 to float64's precision, so the product is
+    exp(|a| + log|factor| - log 2) with factor's sign (and a's for sinh), as C's csinh scales it."""
+    naive = rw.mul(rw.emit(aten.sinh.default if odd else aten.cosh.default, a), factor)
+    magnitude = rw.emit(aten.exp.default, rw.add(rw.add(rw.emit(aten.abs.default, a), rw.emit(
+        aten.log.default, rw.emit(aten.abs.default, factor))), -math.log(2.0)))
+    scaled = rw.mul(magnitude, rw.emit(aten.sign.default, factor))
+    if odd:
+        scaled = rw.mul(scaled, rw.emit(aten.sign.default, a))
+    big = rw.emit(aten.gt.Scalar, rw.emit(aten.abs.default, a), 20.0)
+    return rw.emit(aten.where.self, big, scaled, naive)
+
+
+def _sinh_cosh(rw: _Rewrite, re: Node, im: Node, odd: bool, unbounded: float = math.inf) -> tuple[Node, Node]:
+    """sinh (odd) or cosh of re + i im, in float64, with C's values where a part is zero, infinite or
+    NaN (Annex G of the C standard: csinh(x + i0) keeps the zero, csinh(+-inf + i inf) is (inf, NaN)).
+    `unbounded`: the real part for an infinite re and an infinite or NaN im, whose sign C leaves to
+    the library: glibc gives +inf for csinh and ccosh, and csin's imaginary part +inf (-inf here)."""
+    cos_im, sin_im = rw.emit(aten.cos.default, im), rw.emit(aten.sin.default, im)
+    out_re = _scaled_product(rw, re, cos_im, odd)
+    out_im = _scaled_product(rw, re, sin_im, not odd)
+    zero_im = rw.emit(aten.eq.Scalar, im, 0)
+    out_im = rw.emit(aten.where.self, zero_im, im, out_im)  # sinh/cosh(x + i0) = (sinh/cosh x, 0)
+    not_finite_im = rw.emit(aten.logical_not.default, rw.emit(aten.lt.Scalar, rw.emit(aten.abs.default, im), math.inf))
+    zero_re = rw.emit(aten.logical_and.default, rw.emit(aten.eq.Scalar, re, 0), not_finite_im)
+    nan = rw.sub(im, im)  # NaN where im is infinite or NaN
+    if odd:  # csinh(+-0 + i inf or NaN) = (+-0, NaN)
+        out_re = rw.emit(aten.where.self, zero_re, re, out_re)
+    else:  # ccosh(+-0 + i inf or NaN) = (NaN, +-0)
+        out_im = rw.emit(aten.where.self, zero_re, re, out_im)
+    infinite_re = rw.emit(aten.logical_and.default, rw.emit(aten.isinf.default, re), not_finite_im)
+    out_re = rw.emit(aten.where.self, infinite_re, rw.emit(aten.full_like.default, re, unbounded), out_re)
+    out_im = rw.emit(aten.where.self, infinite_re, nan, out_im)
+    return out_re, out_im
+
+
+@_rule(aten.sinh, aten.cosh, aten.sin, aten.cos)
+def _hyperbolic(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """csinh and ccosh; csin(z) = -i csinh(iz) and ccos(z) = ccosh(iz), as C defines them. Complex64 is
+    computed in float64 (cosh of a float32 part overflows float32 where the product may not)."""
+    re, im = rw.parts(value)
+    if re.meta["val"].dtype == torch.float32:
+        re, im = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im))
+    kind = node.target.overloadpacket
+    if kind in (aten.sinh, aten.cosh):
+        return rw.complex_of(node, *_sinh_cosh(rw, re, im, odd=kind is aten.sinh))
+    rotated_re, rotated_im = _sinh_cosh(rw, rw.neg(im), re, odd=kind is aten.sin,  # of i z = (-im, re)
+                                        unbounded=-math.inf if kind is aten.sin else math.inf)
+    if kind is aten.sin:  # -i (x + i y) = (y, -x)
+        return rw.complex_of(node, rotated_im, rw.neg(rotated_re))
+    return rw.complex_of(node, rotated_re, rotated_im)
+
+
 @_rule(aten.isinf)
 def _isinf(rw: _Rewrite, node: Node, value: _Complex) -> Node:
     re, im = rw.parts(value)
