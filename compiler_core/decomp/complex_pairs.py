@@ -684,6 +684,55 @@ def _hyperbolic(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     return rw.complex_of(node, rotated_re, rotated_im)
 
 
+def _tanh_parts(rw: _Rewrite, re: Node, im: Node) -> tuple[Node, Node]:
+    """ctanh of re + i im in float64, as glibc computes it: (sinh x cosh x, sin y cos y) / (sinh^2 x +
+    cos^2 y), and past |x| = 20 (tanh x is +-1 to float64's precision) (+-1, 4 sin y cos y e^(-2|x|)),
+    which neither overflows nor loses the tiny imaginary part. Infinite x gives (+-1, a zero with the
+    sign of sin y cos y, or of y where |y| <= 1 or y is not finite); NaN x with y = 0 gives (NaN, y);
+    a finite x with y infinite or NaN gives (x, NaN) for a zero x, else (NaN, NaN)."""
+    sin_im, cos_im = rw.emit(aten.sin.default, im), rw.emit(aten.cos.default, im)
+    sinh_re, cosh_re = rw.emit(aten.sinh.default, re), rw.emit(aten.cosh.default, re)
+    denominator = rw.add(rw.mul(sinh_re, sinh_re), rw.mul(cos_im, cos_im))
+    near_re = rw.div(rw.mul(sinh_re, cosh_re), denominator)
+    near_im = rw.div(rw.mul(sin_im, cos_im), denominator)
+    abs_re = rw.emit(aten.abs.default, re)
+    one = rw.emit(aten.sign.default, re)
+    far_im = rw.mul(rw.mul(rw.mul(sin_im, cos_im), 4.0), rw.emit(aten.exp.default, rw.mul(abs_re, -2.0)))
+    far = rw.emit(aten.gt.Scalar, abs_re, 20.0)
+    out_re = rw.emit(aten.where.self, far, one, near_re)
+    out_im = rw.emit(aten.where.self, far, far_im, near_im)
+    # x infinite: (+-1, +-0); the zero's sign from sin y cos y where y is finite and |y| > 1, else y's
+    abs_im = rw.emit(aten.abs.default, im)
+    from_product = rw.emit(aten.logical_and.default, rw.emit(aten.gt.Scalar, abs_im, 1.0),
+                           rw.emit(aten.lt.Scalar, abs_im, math.inf))
+    zero = rw.emit(aten.copysign.Tensor, rw.emit(aten.full_like.default, re, 0.0),
+                   rw.emit(aten.where.self, from_product, rw.mul(sin_im, cos_im), im))
+    infinite_re = rw.emit(aten.isinf.default, re)
+    out_re = rw.emit(aten.where.self, infinite_re, one, out_re)
+    out_im = rw.emit(aten.where.self, infinite_re, zero, out_im)
+    nan_re_zero_im = rw.emit(aten.logical_and.default, rw.emit(aten.isnan.default, re), rw.emit(aten.eq.Scalar, im, 0))
+    out_im = rw.emit(aten.where.self, nan_re_zero_im, im, out_im)
+    # finite x, y infinite or NaN: (x, NaN) for a zero x, else (NaN, NaN)
+    lost = rw.emit(aten.logical_and.default, rw.emit(aten.lt.Scalar, abs_re, math.inf),
+                   rw.emit(aten.logical_not.default, rw.emit(aten.lt.Scalar, abs_im, math.inf)))
+    nan = rw.sub(im, im)
+    out_re = rw.emit(aten.where.self, lost, rw.emit(aten.where.self, rw.emit(aten.eq.Scalar, re, 0), re, nan), out_re)
+    out_im = rw.emit(aten.where.self, lost, nan, out_im)
+    return out_re, out_im
+
+
+@_rule(aten.tanh, aten.tan)
+def _tanh(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """ctanh; ctan(z) = -i ctanh(iz). Complex64 in float64."""
+    re, im = rw.parts(value)
+    if re.meta["val"].dtype == torch.float32:
+        re, im = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im))
+    if node.target.overloadpacket is aten.tanh:
+        return rw.complex_of(node, *_tanh_parts(rw, re, im))
+    rotated_re, rotated_im = _tanh_parts(rw, rw.neg(im), re)  # of i z = (-im, re)
+    return rw.complex_of(node, rotated_im, rw.neg(rotated_re))  # -i (x + i y) = (y, -x)
+
+
 @_rule(aten.isinf)
 def _isinf(rw: _Rewrite, node: Node, value: _Complex) -> Node:
     re, im = rw.parts(value)
