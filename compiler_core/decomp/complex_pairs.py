@@ -565,12 +565,34 @@ def _angle(rw: _Rewrite, node: Node, value: _Complex) -> Node:
     return rw.real_result(node, rw.emit(aten.atan2.default, im, re))
 
 
+def _exp_product(rw: _Rewrite, a: Node, factor: Node) -> Node:
+    """exp(a) * factor, finite where the product is although exp(a) overflows (a > 700 in float64):
+    there exp(a + log|factor|) with factor's sign."""
+    naive = rw.mul(rw.emit(aten.exp.default, a), factor)
+    scaled = rw.mul(rw.emit(aten.exp.default, rw.add(a, rw.emit(aten.log.default, rw.emit(aten.abs.default, factor)))),
+                    rw.emit(aten.sign.default, factor))
+    return rw.emit(aten.where.self, rw.emit(aten.gt.Scalar, a, 700.0), scaled, naive)
+
+
 @_rule(aten.exp)
 def _exp(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """cexp as C's Annex G and glibc give it: exp(x) (cos y, sin y) without overflow where the result
+    is finite (complex64 in float64), cexp(x + i0) = (exp x, 0) for every x (a NaN part would come
+    from inf * 0 otherwise), and for an infinite x with y infinite or NaN, (inf, NaN) or (0, 0).
+    A plain exp(x) * cos(y) gave (inf, NaN) for exp(100 + 0j) in complex64."""
     re, im = rw.parts(value)
-    scale = rw.emit(aten.exp.default, re)
-    return rw.complex_of(node, rw.mul(scale, rw.emit(aten.cos.default, im)),
-                         rw.mul(scale, rw.emit(aten.sin.default, im)))
+    if re.meta["val"].dtype == torch.float32:
+        re, im = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im))
+    out_re = _exp_product(rw, re, rw.emit(aten.cos.default, im))
+    out_im = _exp_product(rw, re, rw.emit(aten.sin.default, im))
+    out_im = rw.emit(aten.where.self, rw.emit(aten.eq.Scalar, im, 0), im, out_im)
+    unbounded = rw.emit(aten.logical_and.default, rw.emit(aten.isinf.default, re), rw.emit(
+        aten.logical_not.default, rw.emit(aten.lt.Scalar, rw.emit(aten.abs.default, im), math.inf)))
+    positive = rw.emit(aten.gt.Scalar, re, 0)
+    zero = rw.emit(aten.full_like.default, re, 0.0)
+    out_re = rw.emit(aten.where.self, unbounded, rw.emit(aten.where.self, positive, re, zero), out_re)
+    out_im = rw.emit(aten.where.self, unbounded, rw.emit(aten.where.self, positive, rw.sub(im, im), zero), out_im)
+    return rw.complex_of(node, out_re, out_im)
 
 
 _LOG_BASES = {aten.log2: math.log(2.0), aten.log10: math.log(10.0)}
