@@ -172,6 +172,27 @@ def test_complex_exponential_trigonometric_and_hyperbolic_functions_match_c_at_t
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_powers_match_eager_with_atens_shortcuts_and_cs_products(backend):
+    """z ** w as eager gives it: ATen's shortcuts for scalar exponents (0, 1, 2, 3, -1, -2, 0.5, -0.5,
+    also written as complex numbers), else glibc's cpow, exp(w log z) with w * log z multiplied as C
+    does (the infinity recovered where both parts of the plain product are NaN): zeros, infinities
+    and NaN in the base included; a tensor exponent, a real tensor exponent, a number base."""
+    values = [0.0, -0.0, 1.0, -2.0, 0.5, 3.0, float("inf"), float("nan")]
+    z = torch.tensor([complex(a, b) for a in values for b in values], dtype=torch.complex64)
+    w = torch.tensor([1.5 + 0.5j, 2 + 0j, -2 + 1j, 0j] * (len(z) // 4), dtype=torch.complex64)
+
+    def fn(z, w):
+        scalars = [z ** e for e in (0, 1, 2, 3, -1, -2, 0.5, -0.5, 2.5, -1.5, 1j, 2 + 0j, 0.5 + 0j)]
+        return [*scalars, z ** w, z ** w.real, (2 + 1j) ** w]
+
+    compiled = cc.compile(fn, backend=backend)
+    for got, want in zip(compiled(z, w), fn(z, w)):
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=2e-5, atol=1e-6,
+                                   equal_nan=True)
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_fourier_transforms_are_library_calls_between_our_kernels(backend):
     """FNet's token mixing, a spectral filter, a round trip: FFTs run in PyTorch (PocketFFT here, cuFFT
     on the GPU) on real pairs; the products, real parts and magnitudes around them are our kernels."""

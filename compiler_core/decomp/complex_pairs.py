@@ -26,6 +26,7 @@ with that reason in the session.
 
 from __future__ import annotations
 
+import cmath
 import math
 import operator
 from dataclasses import dataclass
@@ -624,6 +625,13 @@ def _log(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
 
 @_rule(aten.sqrt, aten.rsqrt)
 def _sqrt(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    root = _sqrt_of(rw, node, value)
+    if node.target.overloadpacket is aten.rsqrt:
+        return _div(rw, node, 1.0, root)
+    return root
+
+
+def _sqrt_of(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     """The principal square root as C's csqrt takes it: with t = sqrt((|x| + |z|) / 2), (t, y / 2t) for
     x >= 0 and (|y| / 2t, t with y's sign) for x < 0, so the branch cut along the negative axis keeps
     the sign of a zero imaginary part; z = 0 gives (0, y) and an infinite y gives (inf, y). t is
@@ -646,9 +654,6 @@ def _sqrt(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     out_im = rw.emit(aten.where.self, zero, im, out_im)
     out_re = rw.emit(aten.where.self, infinite, rw.emit(aten.abs.default, im), out_re)
     out_im = rw.emit(aten.where.self, infinite, im, out_im)
-    root = _Complex(node.name, dtype, parts=(out_re, out_im))
-    if node.target.overloadpacket is aten.rsqrt:
-        return _div(rw, node, 1.0, root)
     return rw.complex_of(node, out_re, out_im)
 
 
@@ -753,6 +758,101 @@ def _tanh(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
         return rw.complex_of(node, *_tanh_parts(rw, re, im))
     rotated_re, rotated_im = _tanh_parts(rw, rw.neg(im), re)  # of i z = (-im, re)
     return rw.complex_of(node, rotated_im, rw.neg(rotated_re))  # -i (x + i y) = (y, -x)
+
+
+@_rule(aten.pow)
+def _pow(rw: _Rewrite, node: Node, base: Operand, exponent: Operand) -> _Complex:
+    """z ** w as eager computes it: glibc's cpow, exp(w log z), element by element, and for a real
+    scalar exponent ATen's shortcuts first: 0 gives 1, 1 the base, 2 and 3 products, -1 and -2
+    reciprocals (of z and z*z), 0.5 and -0.5 sqrt and rsqrt. A number base is made a tensor."""
+    if not isinstance(base, _Complex) and not isinstance(base, Node):  # pow.Scalar: a number ** a tensor
+        if complex(base) == 0:
+            raise NotRealPairs("zero ** a complex tensor (C's cpow of a zero base)")
+        logarithm = cmath.log(complex(base))  # C's clog, for a finite nonzero number
+        return _exp(rw, node, _c_product(rw, node, exponent, logarithm))
+    if isinstance(exponent, complex) and exponent.imag == 0:  # ATen compares the scalar's value
+        exponent = exponent.real
+    if isinstance(exponent, (int, float)) and not isinstance(exponent, bool):
+        if exponent == 0:
+            return rw.complex_of(node, 1.0, 0.0)
+        if exponent == 1:
+            return _identity(rw, node, base)
+        if exponent in (2, 3, -2):
+            square = _mul(rw, node, base, base)
+            power = _mul(rw, node, square, base) if exponent == 3 else square
+            return _div(rw, node, 1.0, power) if exponent < 0 else power
+        if exponent == -1:
+            return _div(rw, node, 1.0, base)
+        if exponent in (0.5, -0.5):
+            root = _sqrt_of(rw, node, base)
+            return _div(rw, node, 1.0, root) if exponent < 0 else root
+    logarithm = _log(rw, node, base)
+    return _exp(rw, node, _c_product(rw, node, exponent, logarithm))
+
+
+def _c_product(rw: _Rewrite, node: Node, a: Operand, b: Operand) -> _Complex:
+    """a * b as C multiplies complex numbers (GCC's __mulsc3, Annex G), which glibc's cpow uses for
+    w * log z: the plain product, and where both of its parts are NaN but an operand or a partial
+    product is infinite, the infinity recovered (each infinite part boxed to +-1, NaN parts to +-0, the
+    product taken again and scaled by inf). A real exponent counts as complex with a zero imaginary
+    part (0 * inf is NaN there, as in C). aten.mul stays the plain product: eager's vectorized one.
+    A number operand (a scalar exponent) is boxed here, in Python."""
+    ar, ai = rw.lazy_parts(a)
+    ai = 0.0 if ai is None else ai
+    br, bi = rw.lazy_parts(b)
+    bi = 0.0 if bi is None else bi
+    like = next(t for t in (br, bi, ar, ai) if isinstance(t, Node))
+    ac, bd, ad, bc = rw.mul(ar, br), rw.mul(ai, bi), rw.mul(ar, bi), rw.mul(ai, br)
+    x, y = rw.sub(ac, bd), rw.add(ad, bc)
+
+    def isinf(t: Any) -> Any:
+        return math.isinf(t) if not isinstance(t, Node) else rw.emit(aten.isinf.default, t)
+
+    def isnan(t: Node) -> Node:
+        return rw.emit(aten.isnan.default, t)
+
+    def either(p: Any, q: Any) -> Any:
+        if not isinstance(p, Node) and not isinstance(q, Node):
+            return p or q
+        if not isinstance(p, Node) or not isinstance(q, Node):
+            flag, tensor = (p, q) if not isinstance(p, Node) else (q, p)
+            return rw.emit(aten.logical_or.default, tensor, tensor) if not flag else True
+        return rw.emit(aten.logical_or.default, p, q)
+
+    def where(c: Any, p: Any, q: Any) -> Any:
+        if not isinstance(c, Node):
+            return p if c else q
+        return rw.emit(aten.where.self, c, rw.tensor_like(p, like), rw.tensor_like(q, like))
+
+    def boxed(t: Any) -> Any:  # +-1 for an infinite part, else +-0 (its sign kept)
+        if not isinstance(t, Node):
+            return math.copysign(1.0 if math.isinf(t) else 0.0, t)
+        return rw.emit(aten.copysign.Tensor, where(isinf(t), rw.emit(aten.full_like.default, t, 1.0),
+                                                   rw.emit(aten.full_like.default, t, 0.0)), t)
+
+    def unnan(t: Any) -> Any:  # +-0 for NaN
+        if not isinstance(t, Node):
+            return math.copysign(0.0, t) if math.isnan(t) else t
+        return where(isnan(t), rw.emit(aten.copysign.Tensor, rw.emit(aten.full_like.default, t, 0.0), t), t)
+
+    a_inf, b_inf = either(isinf(ar), isinf(ai)), either(isinf(br), isinf(bi))
+    ar2, ai2 = where(a_inf, boxed(ar), ar), where(a_inf, boxed(ai), ai)
+    br2, bi2 = where(a_inf, unnan(br), br), where(a_inf, unnan(bi), bi)
+    br2, bi2 = where(b_inf, boxed(br2), br2), where(b_inf, boxed(bi2), bi2)
+    ar2, ai2 = where(b_inf, unnan(ar2), ar2), where(b_inf, unnan(ai2), ai2)
+    partial_inf = either(either(isinf(ac), isinf(bd)), either(isinf(ad), isinf(bc)))
+    no_operand_inf = either(a_inf, b_inf)
+    no_operand_inf = (not no_operand_inf) if not isinstance(no_operand_inf, Node) else \
+        rw.emit(aten.logical_not.default, no_operand_inf)
+    only_partial = partial_inf if no_operand_inf is True else False if no_operand_inf is False else \
+        rw.emit(aten.logical_and.default, partial_inf, no_operand_inf)
+    ar2, ai2, br2, bi2 = (where(only_partial, unnan(t), t) for t in (ar2, ai2, br2, bi2))
+    both_nan = rw.emit(aten.logical_and.default, isnan(x), isnan(y))
+    cause = either(either(a_inf, b_inf), partial_inf)
+    recalc = both_nan if cause is True else rw.emit(aten.logical_and.default, both_nan, cause)
+    x2 = rw.mul(rw.sub(rw.mul(ar2, br2), rw.mul(ai2, bi2)), math.inf)
+    y2 = rw.mul(rw.add(rw.mul(ar2, bi2), rw.mul(ai2, br2)), math.inf)
+    return rw.complex_of(node, where(recalc, x2, x), where(recalc, y2, y))
 
 
 @_rule(aten.isinf)
