@@ -79,6 +79,25 @@ def test_folding_rounds_as_the_op_does():
     assert got.value == (torch.tensor(2**62) + torch.tensor(2**62)).item()  # wraps as int64 does
 
 
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_functions_of_constants_are_folded_to_eagers_values(backend):
+    """A float function whose arguments are all constants (two `full_like`s into atan2) is computed at
+    compile time by torch: the Triton printer once wrote a helper call on two Python floats, which
+    failed to run. Every folded value must be eager's (the fp32 function of the fp32 constants)."""
+    if backend == "triton":
+        pytest.importorskip("triton")
+    x = torch.randn(16)
+
+    def f(x):
+        c = torch.full_like(x, 0.7)
+        return (x + torch.atan2(c, torch.full_like(x, -2.0)) + torch.hypot(c, c) + c.exp() * c.sigmoid()
+                + torch.pow(c, torch.full_like(x, 1.3)) + c.tan() + torch.copysign(c, torch.full_like(x, -1.0)))
+
+    compiled = cc.compile(f, backend=backend)
+    torch.testing.assert_close(compiled(x), f(x), rtol=1e-6, atol=1e-6)
+    assert compiled.session.stats["kernel_count"] == 1 and compiled.session.stats["fallback_ops"] == []
+
+
 def _program(x, i):
     a = (x * 1.0) / 1.0 - 0.0
     b = torch.neg(torch.neg(torch.sin(a)))

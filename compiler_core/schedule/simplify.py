@@ -49,6 +49,13 @@ CONSTANT_POSITION = "a constant position compared with a constant -> True/False"
 # is the value the kernel would have computed).
 _FOLDABLE = {"add": torch.add, "sub": torch.sub, "mul": torch.mul, "truediv": torch.div,
              "maximum": torch.maximum, "minimum": torch.minimum, "neg": torch.neg}
+# Floating-point functions of constants, folded too (torch's value is eager's): `atan2(1.0, 2.0)` of
+# two `full_like`s reached the Triton printer as a helper call on two Python floats, which has no
+# `.to` (the kernel failed to run).
+_FOLDABLE_FLOAT = {name: getattr(torch, name) for name in (
+    "abs", "reciprocal", "exp", "log", "log1p", "expm1", "sqrt", "rsqrt", "sin", "cos", "tanh", "erf", "sigmoid",
+    "floor", "ceil", "trunc", "round", "sign", "tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh",
+    "atanh", "log2", "log10", "exp2", "erfc", "atan2", "hypot", "pow", "fmod", "copysign", "remainder")}
 _COMPARISONS = {"lt": torch.lt, "le": torch.le, "gt": torch.gt, "ge": torch.ge, "eq": torch.eq, "ne": torch.ne}
 
 
@@ -97,7 +104,8 @@ def simplify_value(value: Value) -> tuple[Value, Counter]:
 def _rewrite(v: Op) -> tuple[Value, Optional[str]]:
     """One rule applied at the root of `v`, or (v, None)."""
     args = v.args
-    if all(isinstance(a, Constant) for a in args) and v.op in _FOLDABLE:
+    if all(isinstance(a, Constant) for a in args) and (
+            v.op in _FOLDABLE or (v.op in _FOLDABLE_FLOAT and v.dtype.is_floating_point)):
         folded = _fold(v)
         if folded is not None:
             return folded, FOLD
@@ -173,7 +181,7 @@ def _fold(v: Op) -> Optional[Constant]:
         return None
     try:
         tensors = [torch.tensor(a.value, dtype=v.dtype) for a in v.args]
-        result = _FOLDABLE[v.op](*tensors).item()
+        result = (_FOLDABLE.get(v.op) or _FOLDABLE_FLOAT[v.op])(*tensors).item()
     except (RuntimeError, TypeError, OverflowError):
         return None
     if isinstance(result, float) and not math.isfinite(result):
