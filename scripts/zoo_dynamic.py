@@ -73,7 +73,7 @@ def run(name: str, dtype: torch.dtype, device: str, size: str, training: bool, d
             sessions.append(session)
     graphs = [g for s in sessions for g in s.graphs]
     # dynamic=None compiles the first sizes static and the rest symbolic: judge the graphs of the last session.
-    judged = graphs if dynamic else [g for g in sessions[-1].graphs]
+    judged = graphs if dynamic else list(sessions[-1].graphs)
     symbolic = bool(judged) and all(g.symbolic and (not training or g.backward is None or g.backward.symbolic)
                                     for g in judged)
     guards = max((len(g.size_guards) for g in graphs), default=0)
