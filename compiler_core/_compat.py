@@ -37,8 +37,44 @@ def aot_compile(gm: torch.fx.GraphModule, example_inputs: list, *, fw_compiler: 
     from torch._functorch.aot_autograd import aot_module_simplified
 
     extra = {"partition_fn": partition_fn} if partition_fn is not None else {}
-    return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
-                                 decompositions=decompositions, keep_inference_input_mutations=False, **extra)
+    with _tangents_laid_out_to_hold_any_gradient():
+        return aot_module_simplified(gm, example_inputs, fw_compiler=fw_compiler, bw_compiler=bw_compiler,
+                                     decompositions=decompositions, keep_inference_input_mutations=False, **extra)
+
+
+@contextlib.contextmanager
+def _tangents_laid_out_to_hold_any_gradient() -> Any:
+    """AOTAutograd traces each output's gradient (tangent) with the output's own strides and, at the
+    backward, copies the incoming gradient into an empty tensor of those strides. For an output whose
+    elements overlap in memory (`x.unfold(0, 2, 1)`: strides (1, 1), four windows over five numbers)
+    that copy overwrites gradients with each other: torch 2.13 catches zero strides (expand) but not
+    this, and gives wrong gradients under aot_eager and Inductor alike. Here any output that is not
+    non-overlapping and dense gets a tangent of its suggested memory format (contiguous): always able
+    to hold the gradient, and no copy when the gradient comes contiguous, as it mostly does."""
+    try:
+        from torch._functorch._aot_autograd.schemas import MemoryFormatMeta
+        from torch._prims_common import suggest_memory_format
+    except ImportError:  # a torch without tangent layouts: nothing to correct
+        yield
+        return
+    original = MemoryFormatMeta.__dict__.get("from_tensor")
+    if not isinstance(original, staticmethod):
+        yield
+        return
+
+    def from_tensor(t: Any, *args: Any, **kwargs: Any) -> Any:
+        plain = (isinstance(t, torch.Tensor) and type(t) in (torch.Tensor, torch.nn.Parameter)
+                 or type(t).__name__ == "FakeTensor")
+        if (plain and t.layout == torch.strided and not t._has_symbolic_sizes_strides
+                and not is_non_overlapping_and_dense(t)):
+            return MemoryFormatMeta(memory_format=suggest_memory_format(t))
+        return original.__func__(t, *args, **kwargs)
+
+    MemoryFormatMeta.from_tensor = staticmethod(from_tensor)
+    try:
+        yield
+    finally:
+        MemoryFormatMeta.from_tensor = original
 
 
 def set_autograd_kernel(op: torch._ops.OpOverload, kernel: Optional[Callable]) -> Optional[Callable]:
@@ -129,10 +165,12 @@ def mutated_primal_indices(joint_module: torch.fx.GraphModule) -> list[int]:
         return []
 
 
-def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[int, int], ...]:
-    """(input index, output index) of each graph input whose data AOTAutograd updates after an
+def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[str, int], ...]:
+    """(placeholder name, output index) of each graph input whose data AOTAutograd updates after an
     inference graph runs, `input.copy_(output)` (keep_inference_input_mutations=False): the mutated
-    inputs' new values are the graph's first outputs, in input order. Read from the forward metadata
+    inputs' new values are the graph's first outputs, in input order. Named, not numbered: a graph
+    with symbolic sizes has SymInt placeholders that are no tensor buffer, and an index counted over
+    one list and read in the other wrote a kernel's result into the wrong input. Read from the forward metadata
     AOTAutograd keeps in the tracing context while it calls the compiler; empty when it is missing or
     does not line up with the graph (synthetic bases for aliased inputs, metadata mutations)."""
     try:
@@ -149,7 +187,7 @@ def inference_input_updates(gm: torch.fx.GraphModule) -> tuple[tuple[int, int], 
         for k, i in enumerate(mutated):
             info = meta.input_info[i]
             if info.mutates_data and not info.mutates_metadata:
-                pairs.append((i, k))
+                pairs.append((placeholders[i].name, k))
         return tuple(pairs)
     except Exception:  # noqa: BLE001 - a private structure: no information is the safe answer
         return ()
