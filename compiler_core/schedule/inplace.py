@@ -25,24 +25,24 @@ from compiler_core.ir.values import Load, walk
 from compiler_core.schedule.artifacts import FusionGroup, Schedule
 
 
-def in_place_updates(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int], ...]
+def in_place_updates(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[str, int], ...]
                      ) -> tuple[tuple[tuple[str, str], ...], tuple[tuple[str, str], ...]]:
     """((output buffer, input buffer) written in place, (output buffer, why not)) for `updates`,
-    the (input index, output index) pairs of the graph's mutated inputs.
+    the (input name, output index) pairs of the graph's mutated inputs.
 
-        inplace, refused = in_place_updates(loops, sched, ((0, 0), (1, 1)))
+        inplace, refused = in_place_updates(loops, sched, (("arg0_1", 0), ("arg1_1", 1)))
     """
-    inputs = [b for b in graph.inputs if b.kind == "input"]
+    inputs = {b.name: b for b in graph.inputs if b.kind == "input"}
     producers = graph.producers()
     storage_of = graph.storage_of()
     step_of = {n: i for i, g in enumerate(sched.groups) for n in g.nodes}
     group_of = {n: g for g in sched.groups for n in g.nodes}
     output_storages = [storage_of[o.buffer] for o in graph.outputs if isinstance(o, ViewRef)]
     inplace, refused = [], []
-    for i, k in updates:
-        if i >= len(inputs) or k >= len(graph.outputs) or not isinstance(graph.outputs[k], ViewRef):
+    for name, k in updates:
+        if name not in inputs or k >= len(graph.outputs) or not isinstance(graph.outputs[k], ViewRef):
             continue
-        target, out = inputs[i], graph.outputs[k]
+        target, out = inputs[name], graph.outputs[k]
         if storage_of[out.buffer] == storage_of[target.name]:
             continue  # already made in the input's storage (a scatter stored into it, lowering/scatter.py)
         why = _refusal(graph, target, out, producers, storage_of, step_of, group_of, output_storages)

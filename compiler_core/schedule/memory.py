@@ -50,9 +50,9 @@ def takes_storage(node: LoopNode, buf: Buffer) -> bool:
             and buf.layout == Layout.contiguous(tuple(buf.layout.size)))
 
 
-def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[int, int], ...] = (),
+def plan_memory(graph: LoopGraph, sched: Schedule, updates: tuple[tuple[str, int], ...] = (),
                 write_over: bool = True) -> MemoryPlan:
-    """Live ranges, frees and reuse; `updates` (input index, output index) names the inputs the caller
+    """Live ranges, frees and reuse; `updates` (input name, output index) names the inputs the caller
     overwrites with outputs afterwards: those outputs are written in place where it is safe.
     `write_over=False` when something reads a kernel's inputs after it ran (the check mode)."""
     inplace, refused = in_place_updates(graph, sched, updates)

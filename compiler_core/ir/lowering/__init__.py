@@ -28,8 +28,8 @@ from compiler_core.ir.lowering.handlers import HANDLERS
 __all__ = ["LOW_PRECISION", "SUPPORTED_DTYPES", "LoweringError", "broadcast_index", "compute_dtype", "lower"]
 
 
-def lower(prims: PrimGraph, updates: tuple[tuple[int, int], ...] = ()) -> LoopGraph:
-    """`updates`: (input index, output index) of the inputs the caller overwrites with outputs after
+def lower(prims: PrimGraph, updates: tuple[tuple[str, int], ...] = ()) -> LoopGraph:
+    """`updates`: (input name, output index) of the inputs the caller overwrites with outputs after
     the graph runs (an inference graph's mutated inputs): a scatter that makes such an output from
     its input alone may store into the input itself (scatter.py)."""
     return Lowering(prims, HANDLERS, updates).run()

@@ -46,7 +46,7 @@ def compute_dtype(dtype: torch.dtype) -> torch.dtype:
 class Lowering:
     """One graph's lowering; `handlers` (handlers.py) map each primitive to the function that lowers it."""
 
-    def __init__(self, prims: PrimGraph, handlers: dict[str, Callable], updates: tuple[tuple[int, int], ...] = ()):
+    def __init__(self, prims: PrimGraph, handlers: dict[str, Callable], updates: tuple[tuple[str, int], ...] = ()):
         self.prims = prims
         self.handlers = handlers
         self.gm = prims.graph_module
@@ -438,17 +438,17 @@ def _aliased_inputs(node: torch.fx.Node, args: tuple, kwargs: tuple) -> tuple[st
     return tuple(dict.fromkeys(aliased))
 
 
-def _sole_updates(gm: torch.fx.GraphModule, updates: tuple[tuple[int, int], ...]) -> dict[str, str]:
-    """node name -> input name, for each update pair (input i, output k) whose output k is a node that
-    takes input i as its first argument, input i having no other reader: after such a node runs
-    nothing needs the input's old value, so its result may be made in the input's storage."""
-    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+def _sole_updates(gm: torch.fx.GraphModule, updates: tuple[tuple[str, int], ...]) -> dict[str, str]:
+    """node name -> input name, for each update pair (input name, output k) whose output k is a node
+    that takes the input as its first argument, the input having no other reader: after such a node
+    runs nothing needs the input's old value, so its result may be made in the input's storage."""
+    placeholders = {n.name: n for n in gm.graph.nodes if n.op == "placeholder"}
     outputs = _flatten(next(iter(gm.graph.find_nodes(op="output"))).args[0])
     sole = {}
-    for i, k in updates:
-        if i >= len(placeholders) or k >= len(outputs) or not isinstance(outputs[k], torch.fx.Node):
+    for name, k in updates:
+        if name not in placeholders or k >= len(outputs) or not isinstance(outputs[k], torch.fx.Node):
             continue
-        node, placeholder = outputs[k], placeholders[i]
+        node, placeholder = outputs[k], placeholders[name]
         if (node.op == "call_function" and node.args and node.args[0] is placeholder and len(placeholder.users) == 1
                 and outputs.count(node) == 1):
             sole[node.name] = placeholder.name
