@@ -7,7 +7,9 @@ noise; for a decomposition that *compares* elements it is a wrong answer: sort's
 and x_j < x_i both hold and left a position empty, argmax of x.sin() missed the maximum it had just
 computed (24 of 30 random rows), cummax returned index -1.
 
-So the sorts, arg-reductions and running extremes compare `compared(x)`: on the CPU, x through a
+Since 2026-12-05 the C++ kernels use no libmvec (codegen/cpp/prelude.py): every function rounds the same
+in every loop, which fixes the class at its cause. The sorts, arg-reductions and running extremes still
+compare `compared(x)`: on the CPU, x through a
 reduction over a size-1 dim, which the scheduler never inlines at another element, so x is stored once
 and every comparison reads the stored bits. It costs one copy of the input there. On CUDA a function
 rounds the same wherever it runs in a Triton kernel, and x is used as it is.

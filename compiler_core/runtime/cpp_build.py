@@ -88,10 +88,7 @@ def build_cpp(kernels: tuple[KernelSource, ...]) -> tuple[Path, bool]:
     os.close(fd)
     includes = [f"-I{path}" for path in (header, include) if path is not None]
     cmd = [_compiler(), *CXX_FLAGS, *includes, "-o", tmp, str(folder / "kernels.cpp")]
-    result = subprocess.run(cmd + ["-lmvec"], capture_output=True, text=True)
-    if result.returncode != 0:
-        # Without glibc's libmvec (musl, macOS, old glibc) the math stays scalar.
-        result = subprocess.run(cmd + ["-DFC_NO_LIBMVEC"], capture_output=True, text=True)
+    result = subprocess.run(cmd, capture_output=True, text=True)
     if result.returncode != 0:
         os.unlink(tmp)
         raise BuildError("the C++ compiler rejected the generated code:\n" + result.stderr[-3000:])

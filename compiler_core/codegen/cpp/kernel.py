@@ -140,8 +140,8 @@ class CppPrinter(CSEPrinter):
         name = v.op
         if name in _BINARY_INFIX:
             return f"({args[0]} {_BINARY_INFIX[name]} {args[1]})"
-        if name == "erf" and v.dtype == torch.float32:
-            return f"fc::erf_f32({args[0]})"
+        if name in ("erf", "exp", "tanh") and register_type(v.dtype) == "float":
+            return f"fc::{name}_f32({args[0]})"  # ours: vectorised, and the same bits in every loop (prelude)
         if name in _STD_UNARY:
             return f"{_STD_UNARY[name]}({args[0]})"
         if name in _HELPER_BINARY:
