@@ -4,7 +4,8 @@
     recompute_flops(node), value_bytes(node)
 
 A *hard* ban is about correctness or the unknown: a random op (recomputing would draw new numbers),
-an op that mutates, a reader of an input the forward mutates, an op we know nothing about. A *soft*
+an op that mutates, a reader of an input the forward mutates, a comparison of a value with its own max (one side
+recomputed may differ from the other in its last bit), an op we know nothing about. A *soft*
 ban is a cost heuristic: a matmul/conv/attention (many FLOPs per byte saved), a reduction whose output
 is much smaller than its inputs, a node very far from the backward. The activation budget lifts soft
 bans, the cheapest to recompute first; hard bans always stand.
@@ -65,7 +66,12 @@ def recompute_bans(facts: JointFacts) -> dict[Node, Ban]:
     readers = _readers_of_mutated_inputs(facts)
     bans: dict[Node, Ban] = {}
     for node in facts.graph.nodes:
-        if node.op != "call_function" or node not in facts.forward:
+        if node.op != "call_function" or node in facts.tangent_closure:
+            continue
+        if node not in facts.forward:
+            # computed for the backward only, from forward values: the cut places it on either side
+            if _compares_with_a_value_computed_from_it(node):
+                bans[node] = _COMPARISON_BAN
             continue
         ban = _ban(node, facts, readers)
         if ban is not None:
@@ -86,6 +92,8 @@ def _ban(node: Node, facts: JointFacts, readers: dict[Node, Node]) -> Ban | None
     if node in readers:
         return Ban(f"view or reader of input {readers[node].name}, which the forward mutates: recomputed in the "
                    "backward it would read the updated value", hard=True)
+    if _compares_with_a_value_computed_from_it(node):
+        return _COMPARISON_BAN
     if packet in COMPUTE_INTENSIVE:
         return Ban(f"expensive op ({packet}, ~{recompute_flops(node):,} FLOPs): cheaper to save than to "
                    "recompute", hard=False)
@@ -100,6 +108,61 @@ def _ban(node: Node, facts: JointFacts, readers: dict[Node, Node]) -> Ban | None
         return Ban(f"too far from the backward ({dist} ops): recomputing would repeat a long stretch of the "
                    "forward", hard=False)
     return None
+
+
+COMPARISONS = _packets("eq", "ne", "lt", "le", "gt", "ge")
+_COMPARISON_BAN = Ban("compares a value with one computed from it (`x == amax(x)`, max's index): split by the cut, "
+                      "one side saved and one recomputed in another kernel, a last-bit difference between the two "
+                      "would leave no element equal to the max; so the comparison runs in the forward, beside "
+                      "the values it compares", hard=True)
+
+
+def _compares_with_a_value_computed_from_it(node: Node) -> bool:
+    """`x == amax(x)` (max's index, max-pooling's mask) or `x >= sort(x)[k]`: an exact decision
+    between a value and a reduction of it. If the cut saves the reduction and recomputes x in the
+    backward (or the reverse), the two come from different kernels; where those round x differently
+    (the C++ kernels' libmvec exp did, until 2026-12-05: codegen/cpp/prelude.py) no element equals the
+    saved max, and the index falls outside the tensor (IndexError) or the gradient reaches the wrong
+    element. Our kernels now compute a pure function to the same bits in every loop; this keeps the
+    decision safe from any rounding difference still to be found. Comparisons of two
+    values computed separately (`a < b` in minimum's backward) or with a number (relu's `x > 0`)
+    change only within an ulp of a tie, and stay recomputable."""
+    target = node.target
+    name = getattr(target, "__name__", "").split(".")[0]
+    if getattr(target, "overloadpacket", None) not in COMPARISONS and not (_is_prim(target) and name in
+                                                                           ("eq", "ne", "lt", "le", "gt", "ge")):
+        return False
+    operands = [a for a in node.args[:2] if isinstance(a, Node)]
+    if len(operands) != 2 or not all(isinstance(v := a.meta.get("val"), torch.Tensor) and v.is_floating_point()
+                                     for a in operands):
+        return False
+    a, b = operands
+    return _computed_from(a, b) or _computed_from(b, a)
+
+
+def _computed_from(value: Node, source: Node) -> bool:
+    """Whether `value` is computed from `source` through at least one op that is not a view (a view
+    of a value is that value, whichever side of the cut it is read on)."""
+    if _only_views_between(value, source):
+        return False
+    stack, seen = [value], {value}
+    while stack:
+        for arg in stack.pop().all_input_nodes:
+            if arg is source:
+                return True
+            if arg not in seen:
+                seen.add(arg)
+                stack.append(arg)
+    return False
+
+
+def _only_views_between(value: Node, source: Node) -> bool:
+    node = value
+    while node is not source:
+        if not (node.op == "call_function" and is_view(node) and node.args and isinstance(node.args[0], Node)):
+            return False
+        node = node.args[0]
+    return True
 
 
 def _readers_of_mutated_inputs(facts: JointFacts) -> dict[Node, Node]:
