@@ -101,6 +101,8 @@ COMPARED_WITH_OWN_MAX = {
     "exp": lambda x: x.exp(),
     "tanh": lambda x: x.tanh(),
     "sigmoid": lambda x: torch.sigmoid(x * 3),
+    "sin": lambda x: (x * 3).sin(),
+    "cos": lambda x: (x * 3).cos(),
 }
 
 
@@ -109,8 +111,8 @@ COMPARED_WITH_OWN_MAX = {
 def test_a_value_compared_with_its_own_max_has_the_same_bits_in_every_loop(name, backend):
     """`f(x) == f(x).amax(1, keepdim=True)` holds at exactly one place per row in eager PyTorch. In a C++
     kernel f(x) ran once in a vectorised loop (libmvec's expf) and again in another loop's scalar tail
-    (libm's), a bit apart: rows with no maximum at all, 10 of 10 random inputs. exp, tanh and sigmoid
-    are ours now (codegen/cpp/prelude.py), the same arithmetic in every loop."""
+    (libm's), a bit apart: rows with no maximum at all, 10 of 10 random inputs. exp, tanh, sigmoid,
+    sin and cos are ours now (codegen/cpp/prelude.py), the same arithmetic in every loop."""
     f = COMPARED_WITH_OWN_MAX[name]
 
     def fn(x):
@@ -146,16 +148,17 @@ def test_max_backward_through_a_recomputed_exp(backend):
         torch.testing.assert_close(grads[1], grads[0])
 
 
-def test_our_exp_tanh_and_sigmoid_are_within_a_few_ulps():
-    """The C++ backend's own exp, tanh and sigmoid (float), against float64 over a fine grid, random bit
-    patterns and the edges (overflow, subnormal results, infinities, NaN, -0)."""
-    fn = cc.compile(lambda x: (x.exp(), x.tanh(), torch.sigmoid(x)), backend="cpp")
+def test_our_exp_tanh_sigmoid_sin_and_cos_are_within_a_few_ulps():
+    """The C++ backend's own exp, tanh, sigmoid, sin and cos (float), against float64 over a fine grid,
+    random bit patterns (sin and cos of 1e38 too) and the edges (overflow, subnormal results,
+    infinities, NaN, -0). A standalone run over every 13th float gave sin and cos within 0.5 ulp."""
+    fn = cc.compile(lambda x: (x.exp(), x.tanh(), torch.sigmoid(x), x.sin(), x.cos()), backend="cpp")
     edges = torch.tensor([0.0, -0.0, float("inf"), -float("inf"), float("nan"), 88.72283, 88.72284, -87.33655,
                           -103.9, -104.5, 1e-30, -1e-30, 1e-45, 0.125, 0.55, -0.55, 9.0, 44.5])
     bits = torch.randint(-2**31, 2**31 - 1, (200_000,), dtype=torch.int32,
                          generator=torch.Generator().manual_seed(0)).view(torch.float32)
     x = torch.cat([torch.linspace(-110, 95, 400_001), torch.linspace(-1, 1, 200_001), bits, edges])
-    exp, tanh, sigmoid = fn(x)
+    exp, tanh, sigmoid, sin, cos = fn(x)
 
     def worst_ulps(got: torch.Tensor, reference: torch.Tensor) -> float:
         rounded = reference.float()
@@ -169,6 +172,8 @@ def test_our_exp_tanh_and_sigmoid_are_within_a_few_ulps():
     assert worst_ulps(exp, x64.exp()) <= 1.0
     assert worst_ulps(tanh, x64.tanh()) <= 3.0
     assert torch.equal(tanh[x == 0].signbit(), x[x == 0].signbit())
+    assert worst_ulps(sin, x64.sin()) <= 0.5001 and worst_ulps(cos, x64.cos()) <= 0.5001
+    assert torch.equal(sin[x == 0].signbit(), x[x == 0].signbit())
     normal = x > -80  # below, 1 / (1 + inf) is 0 in float32 as in eager's, though the true value is not
     assert worst_ulps(sigmoid[normal], torch.sigmoid(x64[normal])) <= 3.0
     tail = ~normal & ~x.isnan()

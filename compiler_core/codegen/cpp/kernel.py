@@ -140,7 +140,7 @@ class CppPrinter(CSEPrinter):
         name = v.op
         if name in _BINARY_INFIX:
             return f"({args[0]} {_BINARY_INFIX[name]} {args[1]})"
-        if name in ("erf", "exp", "tanh") and register_type(v.dtype) == "float":
+        if name in ("erf", "exp", "tanh", "sin", "cos") and register_type(v.dtype) == "float":
             return f"fc::{name}_f32({args[0]})"  # ours: vectorised, and the same bits in every loop (prelude)
         if name in _STD_UNARY:
             return f"{_STD_UNARY[name]}({args[0]})"

@@ -25,10 +25,10 @@ PRELUDE = r"""
 // differ in the last bit. A value computed twice must be the same bits, as eager's is: with libmvec,
 // `x.exp() == x.exp().amax(1, keepdim=True)` found no maximum in one row of three, a training step's max
 // backward indexed past its row, and minimum's backward split a tie between m and m.diagonal() of a
-// sin one way in the forward and another in the backward (tests/test_fuzz.py). exp, tanh, sigmoid and
-// erf for float, the functions of softmax, GELU and SiLU, are ours below: plain arithmetic that
-// vectorises and rounds the same in every loop. The others call libm, the same code everywhere, and
-// their loops stay scalar (slower: 20 sins over 1,024 floats take 0.31 ms instead of 0.06 ms).
+// sin one way in the forward and another in the backward (tests/test_fuzz.py). exp, tanh, sigmoid, erf,
+// sin and cos for float (softmax, GELU, SiLU, rotary tables) are ours below: plain arithmetic that
+// vectorises and rounds the same in every loop. The others (log, log1p, expm1, float64...) call libm,
+// the same code everywhere, and their loops stay scalar.
 
 namespace fc {
 template <typename T> static inline T maximum(T a, T b) {
@@ -252,6 +252,132 @@ static inline float tanh_f32(float x) {
   const float large = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
   const float result = std::copysign(ax < 0.55f ? small : large, x);
   return x != x ? x : result;
+}
+// sin and cos for float, in double inside: the same bits in every loop, and vectorised (the table read is
+// a gather). A float of 2^24 or more is an integer m * 2^E, so x = m (2^E mod 2 pi) mod 2 pi with the
+// table below (scripts/trig_reduction_table.py: two doubles an entry, about 106 bits); smaller ones use
+// x itself (entry 0 is 1). Then y = n pi/2 + r with pi/2 in three doubles (fma steps, so r keeps its
+// relative precision near a multiple of pi/2) and Taylor polynomials of sin and cos in double on
+// |r| <= pi/4 (truncation below 1e-12). Every float argument, however large, within an ulp of libm's.
+static const double TWO_POW_MOD_TWO_PI_HI[105] = {
+  1.0, 2.0, 4.0, 1.7168146928204135,
+  3.433629385640827, 0.5840734641020676, 1.1681469282041352, 2.3362938564082705,
+  4.672587712816541, 3.0619901184534952, 6.1239802369069904, 5.964775166634395,
+  5.646365026089203, 5.009544744998821, 3.7359041828180546, 1.188623058456523,
+  2.377246116913046, 4.754492233826092, 3.2257991604725964, 0.1684130137656059,
+  0.3368260275312118, 0.6736520550624236, 1.3473041101248473, 2.6946082202496946,
+  5.389216440499389, 4.495247573819193, 2.707309840458799, 5.414619680917598,
+  4.546054054655609, 2.8089228021316304, 5.617845604263261, 4.952505901346936,
+  3.621826495514285, 0.960467683848984, 1.920935367697968, 3.841870735395936,
+  1.400556163612285, 2.80111232722457, 5.60222465444914, 4.921264001718693,
+  3.5593426962577985, 0.8355000853360102, 1.6710001706720203, 3.3420003413440407,
+  0.4008153755084947, 0.8016307510169894, 1.6032615020339789, 3.2065230040679578,
+  0.12986070095632937, 0.25972140191265874, 0.5194428038253175, 1.038885607650635,
+  2.07777121530127, 4.15554243060254, 2.0278995540254936, 4.055799108050987,
+  1.8284129089223877, 3.6568258178447755, 1.030466328509965, 2.06093265701993,
+  4.12186531403986, 1.9605453209001322, 3.9210906418002645, 1.5589959764209427,
+  3.1179919528418854, 6.235983905683771, 6.188782504187955, 6.094379701196324,
+  5.905574095213061, 5.527962883246536, 4.772740459313485, 3.262295611447383,
+  0.24140591571517903, 0.48281183143035805, 0.9656236628607161, 1.9312473257214322,
+  3.8624946514428644, 1.4418039957061426, 2.883607991412285, 5.76721598282457,
+  5.251246658469554, 4.219308009759521, 2.1554307123394554, 4.310861424678911,
+  2.338537542178235, 4.67707508435647, 3.0709648615333527, 6.141929723066705,
+  6.000674138953824, 5.718162970728061, 5.153140634276536, 4.0230959613734845,
+  1.7630066155673831, 3.5260132311347663, 0.7688411550899459, 1.5376823101798918,
+  3.0753646203597835, 6.150729240719567, 6.018273174259547, 5.753361041339508,
+  5.223536775499429, 4.1638882438192715, 2.0445911804589567, 4.089182360917913,
+  1.895179414656241,
+};
+static const double TWO_POW_MOD_TWO_PI_LO[105] = {
+  0.0, 0.0, 0.0, -2.2884754904439327e-17,
+  -4.5769509808878654e-17, -3.4014720596809827e-18, -6.802944119361965e-18, -1.360588823872393e-17,
+  -2.721177647744786e-17, 1.4473629706569626e-16, 2.8947259413139253e-16, 3.3401582843331437e-16,
+  4.2310229703715814e-16, -2.869031854552796e-16, 6.944268896009545e-17, -1.0604398190927974e-16,
+  -2.120879638185595e-16, -4.24175927637119e-16, -2.0510279540358334e-16, 1.0998864138456587e-17,
+  2.1997728276913175e-17, 4.399545655382635e-17, 8.79909131076527e-17, 1.759818262153054e-16,
+  3.519636524306108e-16, -4.291804746683743e-16, -2.1511188946609392e-16, -4.3022377893218785e-16,
+  -2.1719849799372113e-16, 2.0885206388321233e-16, 4.1770412776642467e-16, -2.976995239967466e-16,
+  4.7850011877161456e-17, -3.820703361263207e-17, -7.641406722526414e-17, -1.5282813445052828e-16,
+  -1.0649641888046457e-16, -2.1299283776092915e-16, -4.259856755218583e-16, -2.0872229117306203e-16,
+  -2.1828473232553208e-16, -1.5365009705440884e-17, -3.073001941088177e-17, -6.146003882176354e-17,
+  2.0728621145807084e-17, 4.145724229161417e-17, 8.291448458322833e-17, 1.6582896916645667e-16,
+  3.4618516565559846e-18, 6.923703313111969e-18, 1.3847406626223939e-17, 2.7694813252447877e-17,
+  5.5389626504895754e-17, 1.1077925300979151e-16, -2.337085380988763e-17, -4.674170761977526e-17,
+  1.0567643478104146e-16, 2.1135286956208292e-16, -4.426822563033612e-17, -8.853645126067224e-17,
+  -1.7707290252134449e-16, 6.705864990293432e-17, 1.3411729980586864e-16, 2.3305239782266665e-17,
+  4.661047956453333e-17, 9.322095912906666e-17, -5.848744157133731e-17, -3.619042429721453e-16,
+  -8.055942607363592e-17, -4.060482119767425e-16, -1.6884736408283038e-16, -1.3853487814506878e-16,
+  5.356820577341173e-18, 1.0713641154682347e-17, 2.1427282309364693e-17, 4.2854564618729387e-17,
+  8.570912923745877e-17, -7.351110135455308e-17, -1.4702220270910616e-16, -2.9404440541821233e-16,
+  5.5160249034229947e-17, -1.3460886176101075e-16, -7.005787350142952e-17, -1.4011574700285904e-16,
+  -8.107164398512609e-17, -1.6214328797025217e-16, -1.2512672591991234e-16, -2.502534518398247e-16,
+  1.4274215619100522e-16, 4.055495255253981e-17, -1.6381945472439102e-16, 3.156101504218726e-16,
+  -5.779826883578811e-17, -1.1559653767157621e-16, -3.203322532256044e-17, -6.406645064512088e-17,
+  -1.2813290129024176e-16, -2.562658025804835e-16, 1.3071745470968757e-16, 1.650554958990453e-17,
+  -2.1191826064966158e-16, 2.1941253857133145e-16, 1.9389571731319223e-16, 3.8779143462638446e-16,
+  8.656429957323569e-17,
+};
+// x as a double: n pi/2 + r, |r| <= pi/4 (a little more when n rounds the other way); n mod 4 in quadrant.
+static inline double reduce_pi_over_2(double x, int64_t& quadrant) {
+  uint64_t u;
+  std::memcpy(&u, &x, 8);
+  int64_t e = static_cast<int64_t>((u >> 52) & 0x7ff) - 1046;  // a float x is m * 2^e, m an integer below 2^24
+  e = e < 0 ? 0 : (e > 104 ? 104 : e);
+  const int64_t scale_bits = (1023 - e) << 52;
+  double scale;
+  std::memcpy(&scale, &scale_bits, 8);
+  const double m = x * scale;
+  const double c_hi = TWO_POW_MOD_TWO_PI_HI[e], c_lo = TWO_POW_MOD_TWO_PI_LO[e];
+  const double y_hi = m * c_hi;
+  const double y_lo = std::fma(m, c_hi, -y_hi) + m * c_lo;
+  const double round_magic = 6755399441055744.0;  // 1.5 * 2^52
+  const double shifted = y_hi * 0.6366197723675814 + round_magic;
+  const double n = shifted - round_magic;
+  double r = std::fma(-n, 1.5707963267948966, y_hi);
+  r = std::fma(-n, 6.123233995736766e-17, r);
+  r = std::fma(-n, -1.4973849048591698e-33, r);
+  int64_t shifted_bits;
+  std::memcpy(&shifted_bits, &shifted, 8);
+  quadrant = shifted_bits & 3;  // the mantissa holds 2^51 + n: n mod 4
+  return r + y_lo;
+}
+static inline double sin_poly(double r, double r2) {
+  double p = 1.0 / 6227020800.0;
+  p = std::fma(p, r2, -1.0 / 39916800.0);
+  p = std::fma(p, r2, 1.0 / 362880.0);
+  p = std::fma(p, r2, -1.0 / 5040.0);
+  p = std::fma(p, r2, 1.0 / 120.0);
+  p = std::fma(p, r2, -1.0 / 6.0);
+  return std::fma(r * r2, p, r);
+}
+static inline double cos_poly(double r2) {
+  double p = -1.0 / 87178291200.0;
+  p = std::fma(p, r2, 1.0 / 479001600.0);
+  p = std::fma(p, r2, -1.0 / 3628800.0);
+  p = std::fma(p, r2, 1.0 / 40320.0);
+  p = std::fma(p, r2, -1.0 / 720.0);
+  p = std::fma(p, r2, 1.0 / 24.0);
+  p = std::fma(p, r2, -0.5);
+  return std::fma(r2, p, 1.0);
+}
+// Both reduce |x| (sin is odd: its sign is put back at the end, so sin(-0) = -0). inf and NaN give NaN
+// through the factor 1 + (x - x), 1 for every finite x, so no selection but the quadrant's is made: GCC
+// did not vectorise the loops with more.
+static inline float sin_f32(float x) {
+  int64_t q;
+  const double xd = static_cast<double>(x);
+  const double r = reduce_pi_over_2(std::fabs(xd), q);
+  const double r2 = r * r;
+  const double v = (q & 1) ? cos_poly(r2) : sin_poly(r, r2);
+  return static_cast<float>(v * static_cast<double>(1 - (q & 2)) * std::copysign(1.0, xd) * (1.0 + (xd - xd)));
+}
+static inline float cos_f32(float x) {
+  int64_t q;
+  const double xd = static_cast<double>(x);
+  const double r = reduce_pi_over_2(std::fabs(xd), q);
+  const double r2 = r * r;
+  const double v = (q & 1) ? sin_poly(r, r2) : cos_poly(r2);
+  return static_cast<float>(v * static_cast<double>(1 - ((q + 1) & 2)) * (1.0 + (xd - xd)));
 }
 template <typename T> static inline T sigmoid(T a) {
   if constexpr (std::is_same_v<T, float>) {
