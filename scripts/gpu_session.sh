@@ -11,6 +11,7 @@
 #   BENCH=1 BENCH_ONLY=gpt_block BENCH_T=300   python -m compiler_core.bench --device cuda (all workloads by default)
 #   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
 #   DECODE=1 DECODE_T=300            scripts/decode_bench.py --device cuda: one generated token, KV caches
+#   FUZZ=1 FUZZ_SEEDS=0-149 FUZZ_ARGS=--train FUZZ_T=200   tests/fuzz_programs.py --device cuda (random programs)
 set -uo pipefail
 out=${OUT:-build/gpu}
 mkdir -p "$out"
@@ -24,7 +25,7 @@ stage() {  # stage NAME SECONDS COMMAND...
   local t0=$SECONDS
   timeout "$limit" "$@" > "$out/$name.txt" 2>&1
   echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
-  { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=" "$out/$name.txt" | tail -40; } >> "$summary"
+  { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=|MISMATCH|RAISES|^ok=|^fell" "$out/$name.txt" | tail -40; } >> "$summary"
 }
 GPU_TEST_FILES="tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py"
 # shellcheck disable=SC2086
@@ -43,6 +44,7 @@ done
 [ -n "${TRAIN:-}" ] && stage train "${TRAIN_T:-200}" python3 scripts/zoo_dynamic.py --device cuda --mode training --names "$TRAIN" --dtypes "${TRAIN_DTYPES:-fp32}"
 [ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json" ${ZOO_ARGS:-}
 [ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json" ${BENCH_ONLY:+--only "$BENCH_ONLY"}
+[ -n "${FUZZ:-}" ] && stage fuzz "${FUZZ_T:-200}" python3 tests/fuzz_programs.py --device cuda --seeds "${FUZZ_SEEDS:-0-149}" --lines 14 ${FUZZ_ARGS:-}
 [ -n "${DECODE:-}" ] && stage decode "${DECODE_T:-300}" python3 scripts/decode_bench.py --device cuda --json "$out/decode-cuda.json"
 if [ -n "${PROFILE:-}" ]; then
   for w in ${PROFILE//,/ }; do

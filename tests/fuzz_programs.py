@@ -5,6 +5,7 @@
     PYTHONPATH=. python tests/fuzz_programs.py --seeds 0-99 --dynamic     # a second call at other sizes
     PYTHONPATH=. python tests/fuzz_programs.py --seeds 17 --show          # one program's source
     PYTHONPATH=. python tests/fuzz_programs.py --seeds 17 --minimize      # the fewest lines that still differ
+    PYTHONPATH=. python tests/fuzz_programs.py --device cuda --seeds 0-199   # Triton on the GPU
 
 The silent wrong answers of this project came from combinations: a storage handed to two live tensors,
 a view of a mutated intermediate, an index with a symbolic offset. A random program mixes views
@@ -75,10 +76,10 @@ class Program:
         exec(compile(self.source(), f"<fuzz program {self.seed}>", "exec"), namespace)  # noqa: S102 - our own source
         return namespace["program"]
 
-    def inputs(self, scale: int = 1) -> list[torch.Tensor]:
+    def inputs(self, scale: int = 1, device: str = "cpu") -> list[torch.Tensor]:
         """The inputs of a call; scale=2 doubles every size above 1 (a second call for dynamic shapes)."""
         gen = torch.Generator().manual_seed(self.seed)
-        return [torch.randn(*(d * scale if d > 1 else d for d in shape), generator=gen)
+        return [torch.randn(*(d * scale if d > 1 else d for d in shape), generator=gen).to(device)
                 for shape in self.input_shapes]
 
 
@@ -276,7 +277,8 @@ def _run(fn: Callable, inputs: list[torch.Tensor], train: bool):
         if train:
             floats = [o for o in outs if o.requires_grad]
             if floats:
-                loss = sum((o * torch.linspace(-1, 1, o.numel()).reshape(o.shape)).sum() for o in floats)
+                loss = sum((o * torch.linspace(-1, 1, o.numel(), device=o.device).reshape(o.shape)).sum()
+                           for o in floats)
                 grads = list(torch.autograd.grad(loss, args, allow_unused=True))
     return list(outs), args, grads
 
@@ -325,11 +327,13 @@ def _compare(expected, got, call: str) -> Optional[str]:
     return None
 
 
-def check(program: Program, backend: str = "cpp", dynamic: bool = False, debug: str = "") -> Verdict:
+def check(program: Program, backend: str = "cpp", dynamic: bool = False, debug: str = "",
+          device: str = "cpu") -> Verdict:
+    """One program compiled for `backend` ("triton" with device="cuda" on a GPU) against eager."""
     fn = program.function()
-    calls = [("call 1", program.inputs())]
+    calls = [("call 1", program.inputs(device=device))]
     if dynamic:
-        calls.append(("call 2 (larger sizes)", program.inputs(scale=2)))
+        calls.append(("call 2 (larger sizes)", program.inputs(scale=2, device=device)))
     torch._dynamo.reset()
     compiled = cc.compile(program.function(), backend=backend, debug=debug)
     for call, inputs in calls:
@@ -387,12 +391,15 @@ def main() -> int:
     parser.add_argument("--seeds", default="0-49", help="e.g. 0-199 or 3,17,40-45")
     parser.add_argument("--lines", type=int, default=10, help="lines per program")
     parser.add_argument("--backend", default="cpp", choices=["cpp", "triton"])
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="cuda: Triton on the GPU")
     parser.add_argument("--train", action="store_true", help="gradients of every input too (no in-place lines)")
     parser.add_argument("--dynamic", action="store_true", help="a second call with every size above 1 doubled")
     parser.add_argument("--debug", default="", help="compile(debug=...), e.g. memory")
     parser.add_argument("--show", action="store_true", help="print each program's source")
     parser.add_argument("--minimize", action="store_true", help="shrink each failing program and print it")
     args = parser.parse_args()
+    if args.device == "cuda":
+        args.backend = "triton"
     failures = 0
     counts: dict[str, int] = {}
     for seed in _seeds(args.seeds):
@@ -400,7 +407,7 @@ def main() -> int:
         if args.show:
             print(program.source())
         try:
-            verdict = check(program, args.backend, args.dynamic, args.debug)
+            verdict = check(program, args.backend, args.dynamic, args.debug, args.device)
         except Exception as exc:  # noqa: BLE001 - the harness itself failing on a program is reported too
             verdict = Verdict(program, "RAISES", f"harness: {type(exc).__name__}: {exc}"[:200])
             traceback.print_exc()
@@ -410,7 +417,7 @@ def main() -> int:
             failures += 1
             if args.minimize:
                 def fails_alike(p: Program, status: str = verdict.status) -> bool:
-                    return check(p, args.backend, args.dynamic, args.debug).status == status
+                    return check(p, args.backend, args.dynamic, args.debug, args.device).status == status
 
                 small = minimize(program, fails_alike)
                 print(small.source(), flush=True)
