@@ -329,9 +329,9 @@ def _click_provenance(tab) -> None:
     assert "fxe-picked" in exp_node.get_attribute("class"), "the clicked node is not outlined"
     expect(tab.locator(".fxe-sources .fxe-picked[data-fxe-line]").first).to_be_visible()  # its lines, outlined
     _shot(tab, "view0-node-clicked")
-    line = tab.locator(".fxe-sources [data-fxe-line]", has_text="std::exp(").first
+    line = tab.locator(".fxe-sources [data-fxe-line]", has_text="fc::exp_f32(").first
     line.click()
-    expect(answer).to_contain_text(re.compile(r"line \d+: .*std::exp\(.* computes [^\n]*\bexp\b"), timeout=30_000)
+    expect(answer).to_contain_text(re.compile(r"line \d+: .*fc::exp_f32\(.* computes [^\n]*\bexp\b"), timeout=30_000)
     expect(answer).to_contain_text(re.compile(r"line \d+ in softmax"))
     assert "fxe-picked" in line.get_attribute("class"), "the clicked line is not outlined"
     assert tab.locator(".fxe-picture:visible g.node.fxe-picked").count() >= 1, "the line's nodes are not outlined"

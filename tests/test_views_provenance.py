@@ -71,7 +71,7 @@ def test_a_node_names_the_exact_lines_that_compute_it(view):
             source = kernel_of[name].source.split("\n")
             assert lines and all(origin.node in kernel_of[name].nodes_at(i) for i in lines)
             if origin.node in ("sin", "cos", "exp"):  # the call itself is among its lines, and nobody else's
-                calls = [i for i, line in enumerate(source, 1) if f"std::{origin.node}(" in line]
+                calls = [i for i, line in enumerate(source, 1) if f"fc::{origin.node}_f32(" in line]
                 assert calls and set(calls) <= set(lines)
 
 
@@ -83,13 +83,13 @@ def test_picking_a_backward_node_highlights_its_kernel_lines(view):
     (kernel, lines), = cos.kernels
     assert f"from the backward of line {LINE_SIN}" in text(answer) and kernel in text(answer)
     marked = marked_lines(answer)
-    assert len(marked) == len(lines) and any("std::cos(" in line for line in marked)
+    assert len(marked) == len(lines) and any("fc::cos_f32(" in line for line in marked)
 
 
 def test_picking_a_generated_line_names_its_nodes_and_the_users_line(view):
     controls = view.controls
     line_pick = controls[("Kernels", "line")]
-    target = next(v for label, v in line_pick.options if v and "std::sin(" in label)
+    target = next(v for label, v in line_pick.options if v and "fc::sin_f32(" in label)
     line_pick.value = target
     answer = text(controls[("Kernels", "origin")].value)
     assert f"{target[1]} line {target[2]}" in answer and "computes sin" in answer
@@ -162,7 +162,7 @@ def test_clicking_a_forward_node_shows_its_kernel_lines_and_the_users_line(view)
     shown = text(answer.value)
     assert f"line {LINE_SIN} in sin_mm_softmax" in shown and f"{kernel} (C++ / OpenMP (CPU)): lines" in shown
     marked = marked_lines(answer.value)
-    assert len(marked) == len(lines) and any("std::sin(" in line for line in marked)
+    assert len(marked) == len(lines) and any("fc::sin_f32(" in line for line in marked)
     # The list follows the click, and the picture and the kernel's source outline the node and its lines.
     assert view.controls[("Kernels", "node")].value == (0, "sin")
     assert set(picture.marked) == set(body.marked) == {"node:0:sin"} | {f"line:cpp:{kernel}:{n}" for n in lines}
@@ -174,7 +174,7 @@ def test_clicking_a_backward_node_names_the_forward_line_it_differentiates(view)
     picture.picked_node = {"record": 1, "node": "cos"}
     (kernel, lines), = view.provenance.node(1, "cos").kernels
     assert f"from the backward of line {LINE_SIN}" in text(answer.value) and kernel in text(answer.value)
-    assert any("std::cos(" in line for line in marked_lines(answer.value))
+    assert any("fc::cos_f32(" in line for line in marked_lines(answer.value))
     picture.picked_node = {"record": 1, "node": "tangents_1"}  # an input: said so, nothing made up
     assert text(answer.value) == "tangents_1: an input of the graph."
     assert view.controls[("Kernels", "node")].label == "(pick an FX node)"  # the list shows its placeholder
@@ -183,8 +183,8 @@ def test_clicking_a_backward_node_names_the_forward_line_it_differentiates(view)
 def test_clicking_a_source_line_shows_its_nodes_and_then_a_node_of_the_answer(view):
     picture, body, answer, graph = kernel_tab(view)
     backward = view.session.graphs[0].backward.kernels
-    kernel = next(k for k in backward if "std::cos(" in k.source)
-    number = next(i for i, code in enumerate(kernel.source.split("\n"), 1) if "std::cos(" in code)
+    kernel = next(k for k in backward if "fc::cos_f32(" in k.source)
+    number = next(i for i, code in enumerate(kernel.source.split("\n"), 1) if "fc::cos_f32(" in code)
     body.picked_line = {"backend": "cpp", "kernel": kernel.name, "line": number}
     shown = text(answer.value)
     assert f"{kernel.name} line {number}" in shown and "computes cos" in shown
