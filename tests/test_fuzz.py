@@ -19,17 +19,19 @@ BACKENDS = ["cpp", "triton"]
 
 @pytest.mark.parametrize("mode", ["inference", "train", "dynamic"])
 def test_random_programs_match_eager(mode):
-    """25 programs of 14 lines each (seeds fixed, so a failure reproduces with
-    `python tests/fuzz_programs.py --seeds N --lines 14 [--train|--dynamic] --minimize`)."""
+    """25 programs of 14 lines each, 15 with dynamic sizes (two compilations each; the CI budget),
+    seeds fixed, so a failure reproduces with
+    `python tests/fuzz_programs.py --seeds N --lines 14 [--train|--dynamic] --minimize`."""
     failures, compiled = [], 0
-    for seed in range(1000, 1025):
+    count = 15 if mode == "dynamic" else 25
+    for seed in range(1000, 1000 + count):
         program = generate(seed, 14, train=mode == "train")
         verdict = check(program, "cpp", dynamic=mode == "dynamic")
         if verdict.status in ("MISMATCH", "RAISES"):
             failures.append(verdict.pretty() + "\n" + program.source())
         compiled += verdict.status == "ok"
     assert not failures, "\n".join(failures)
-    assert compiled >= 20, f"only {compiled} of 25 programs ran through our kernels"
+    assert compiled >= count - 5, f"only {compiled} of {count} programs ran through our kernels"
 
 
 def test_random_programs_match_eager_on_triton():
