@@ -110,7 +110,8 @@ def _ban(node: Node, facts: JointFacts, readers: dict[Node, Node]) -> Ban | None
     return None
 
 
-COMPARISONS = _packets("eq", "ne", "lt", "le", "gt", "ge")
+_COMPARISON_NAMES = ("eq", "ne", "lt", "le", "gt", "ge")
+COMPARISONS = _packets(*_COMPARISON_NAMES)
 _COMPARISON_BAN = Ban("compares a value with one computed from it (`x == amax(x)`, max's index): split by the cut, "
                       "one side saved and one recomputed in another kernel, a last-bit difference between the two "
                       "would leave no element equal to the max; so the comparison runs in the forward, beside "
@@ -128,9 +129,8 @@ def _compares_with_a_value_computed_from_it(node: Node) -> bool:
     values computed separately (`a < b` in minimum's backward) or with a number (relu's `x > 0`)
     change only within an ulp of a tie, and stay recomputable."""
     target = node.target
-    name = getattr(target, "__name__", "").split(".")[0]
-    if getattr(target, "overloadpacket", None) not in COMPARISONS and not (_is_prim(target) and name in
-                                                                           ("eq", "ne", "lt", "le", "gt", "ge")):
+    prim_comparison = _is_prim(target) and getattr(target, "__name__", "").split(".")[0] in _COMPARISON_NAMES
+    if getattr(target, "overloadpacket", None) not in COMPARISONS and not prim_comparison:
         return False
     operands = [a for a in node.args[:2] if isinstance(a, Node)]
     if len(operands) != 2 or not all(isinstance(v := a.meta.get("val"), torch.Tensor) and v.is_floating_point()
