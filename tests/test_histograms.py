@@ -9,6 +9,7 @@ import torch
 
 import compiler_core as cc
 from compiler_core.decomp import histograms
+from compiler_core.decomp.fused_multiply_add import rounded_once_float32
 
 NAN, INF = float("nan"), float("inf")
 BACKENDS = ["cpp", "triton"]
@@ -173,5 +174,5 @@ def test_linspace_steps_round_once_as_a_fused_multiply_add():
     expected = torch.tensor([_fma(ai, ki, ci) for ai, ki, ci in zip(a.tolist(), k.tolist(), c.tolist())])
     assert expected[0].item() == 1.0 + 2.0**-23
     for backend in BACKENDS:
-        compiled = cc.compile(histograms._fused_multiply_add, backend=backend)
+        compiled = cc.compile(rounded_once_float32, backend=backend)
         assert torch.equal(compiled(a, k, c), expected)

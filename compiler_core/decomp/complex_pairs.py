@@ -37,6 +37,7 @@ from torch.fx.node import map_aggregate
 from compiler_core import _compat
 from compiler_core.decomp import complex_calls
 from compiler_core.decomp.artifacts import ComplexPairs
+from compiler_core.decomp.fused_multiply_add import fused_multiply_add  # noqa: F401 - registers the op
 
 aten = torch.ops.aten
 
@@ -497,6 +498,14 @@ def _rsub(rw: _Rewrite, node: Node, a: Operand, b: Operand, alpha: Any = 1) -> _
 def _mul(rw: _Rewrite, node: Node, a: Operand, b: Operand) -> _Complex:
     (ar, ai), (br, bi) = rw.lazy_parts(a), rw.lazy_parts(b)
     # (ar + i ai)(br + i bi) = (ar br - ai bi) + i (ar bi + ai br)
+    parts = (ar, ai, br, bi)
+    if node.meta["val"].device.type == "cuda" and all(isinstance(p, Node) for p in parts) and \
+            ar.meta["val"].dtype in (torch.float32, torch.float64):
+        # Eager's CUDA kernel is compiled with contraction: each part is one FMA over the other
+        # product, rounded once (decomp/fused_multiply_add.py), and so is ours, bit for bit.
+        fma = torch.ops.fcompile.fused_multiply_add.default
+        return rw.complex_of(node, rw.emit(fma, ar, br, rw.neg(rw.mul(ai, bi))),
+                             rw.emit(fma, ar, bi, rw.mul(ai, br)))
     return rw.complex_of(node, rw.sub(rw.mul(ar, br), rw.mul(ai, bi)), rw.add(rw.mul(ar, bi), rw.mul(ai, br)))
 
 

@@ -18,7 +18,7 @@ Positions follow ATen's CPU kernel bit for bit, one rule per op:
   unsorted edges (which eager accepts) land where eager's binary search puts them.
 Edges are ATen's linspace: start + step * k below the middle and end - step * (steps - 1 - k) above,
 each one rounded once (the CPU build contracts them to fused multiply-adds); ours are computed in
-float64 with the one case where rounding twice differs corrected (_fused_multiply_add).
+float64 with the one case where rounding twice differs corrected (fused_multiply_add.rounded_once_float32).
 A data range (histc's min == max, histogram's range=None) is amin/amax in the graph. Where eager
 raises on it (a NaN or infinite element) ours raises too, an IndexError from an index_select
 (decomp/checks.py); so does constant data so large that widening its range (by 1 for histc, 0.5
@@ -40,6 +40,7 @@ import torch
 
 from compiler_core.decomp.checks import raise_unless
 from compiler_core.decomp.consistent import compared
+from compiler_core.decomp.fused_multiply_add import rounded_once_float32
 from compiler_core.decomp.scatter_family import SHORT_SCATTER
 
 aten = torch.ops.aten
@@ -102,32 +103,12 @@ def _data_range(columns: torch.Tensor, widen: float) -> tuple[torch.Tensor, torc
     return _checked_range(torch.where(same, lo - widen, lo), torch.where(same, hi + widen, hi))
 
 
-def _fused_multiply_add(a: torch.Tensor, k: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    """a * k + c rounded once to float32 (a, c float32, k a small integer), as a CPU fma computes it.
-
-    a * k is exact in float64 (24 + 29 bits) and so is the error e of its sum s with c (TwoSum). s
-    rounds to float32 as a * k + c does unless s lies exactly halfway between two float32 values
-    while e != 0: then the exact sum lies past the midpoint, on e's side."""
-    product = a.to(torch.float64) * k.to(torch.float64)
-    addend = c.to(torch.float64)
-    s = product + addend
-    back = s - addend
-    e = (addend - (s - back)) + (product - back)
-    rounded = s.to(torch.float32)
-    d = s - rounded.to(torch.float64)
-    other = s + d  # the float32 neighbour on s's other side when s is a midpoint
-    other32 = other.to(torch.float32)
-    midpoint = (d != 0) & (other32.to(torch.float64) == other)
-    past = torch.where(e > 0, torch.maximum(rounded, other32), torch.minimum(rounded, other32))
-    return torch.where(midpoint & (e != 0), past, rounded)
-
-
 def _linspace(start: torch.Tensor, end: torch.Tensor, steps: int) -> torch.Tensor:
     """ATen's CPU linspace of float32 0-d start and end, bit for bit (see the module docstring)."""
     step = (end - start) / (steps - 1)
     k = torch.arange(steps, device=start.device)
-    low = _fused_multiply_add(step, k, start)
-    high = _fused_multiply_add(-step, steps - 1 - k, end)
+    low = rounded_once_float32(step, k, start)
+    high = rounded_once_float32(-step, steps - 1 - k, end)
     return torch.where(k < steps // 2, low, high)
 
 

@@ -17,6 +17,7 @@ POINTWISE: dict[str, tuple[int, str]] = {
     "floordiv": (2, "floor(a / b); integer operands round toward -inf like Python"),
     "truncdiv": (2, "a / b rounded toward zero (integer C division)"),
     "remainder": (2, "a - floordiv(a, b) * b: result takes the sign of b, like torch.remainder"),
+    "fused_multiply_add": (3, "a * b + c rounded once (an FMA; eager CUDA's contracted complex product)"),
     "neg": (1, "-a"),
     "abs": (1, "absolute value"),
     "reciprocal": (1, "1 / a"),

@@ -20,6 +20,7 @@ from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.asserts import ASSERTS
 from compiler_core.decomp.bessel import BESSEL
 from compiler_core.decomp.foreach import foreach_decompositions
+from compiler_core.decomp.fused_multiply_add import fused_multiply_add  # noqa: F401 - registers the op
 from compiler_core.decomp.grid_sample import GRID_SAMPLE
 from compiler_core.decomp.histograms import HISTOGRAMS
 from compiler_core.decomp.losses import LOSSES
@@ -217,6 +218,8 @@ POINTWISE_OPS = {
     torch.ops.fcompile.scatter_add: "scatter_add",
     # an overwriting indirect store (decomp/store_scatter.py): a loop over the source with plain stores
     torch.ops.fcompile.scatter_store: "scatter_store",
+    # a * b + c rounded once (decomp/fused_multiply_add.py: eager CUDA's contracted complex product)
+    torch.ops.fcompile.fused_multiply_add: "fused_multiply_add",
 }
 REDUCTION_OPS = {aten.sum: "sum", aten.mean: "mean", aten.amax: "amax", aten.amin: "amin", aten.prod: "prod",
                  prims.sum: "sum", prims.var: "var", prims.amax: "amax", prims.amin: "amin", prims.prod: "prod"}

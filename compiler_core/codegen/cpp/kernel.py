@@ -146,6 +146,8 @@ class CppPrinter(CSEPrinter):
             return f"{_STD_UNARY[name]}({args[0]})"
         if name in _HELPER_BINARY:
             return f"{_HELPER_BINARY[name]}({args[0]}, {args[1]})"
+        if name == "fused_multiply_add":
+            return f"std::fma({args[0]}, {args[1]}, {args[2]})"  # rounded once, whatever -ffp-contract says
         if name == "neg":
             return f"(-{args[0]})"
         if name == "reciprocal":

@@ -160,6 +160,9 @@ class TritonPrinter(CSEPrinter):
         floating = v.dtype.is_floating_point
         if name in _INFIX:
             return f"({a[0]} {_INFIX[name]} {a[1]})"
+        if name == "fused_multiply_add":
+            # Rounded once even with contraction off (an explicit FMA); the interpreter's is exact too.
+            return f"tl.fma({a[0]}, {a[1]}, {a[2]})"
         if name == "erf" and v.dtype == torch.float32 and self.interpret:
             # The interpreter gets the C++ backend's polynomial (the two CPU backends agree). On a GPU
             # libdevice's erf is faster in memory-bound kernels: bf16 GELU over 32M elements on an H200
