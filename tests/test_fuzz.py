@@ -180,3 +180,21 @@ def test_our_exp_tanh_sigmoid_sin_and_cos_are_within_a_few_ulps():
     assert worst_ulps(sigmoid[normal], torch.sigmoid(x64[normal])) <= 3.0
     tail = ~normal & ~x.isnan()
     torch.testing.assert_close(sigmoid[tail], torch.sigmoid(x[tail]), rtol=1e-5, atol=1e-40)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("case", ["sum", "cumsum_times", "with_another_sum"])
+def test_a_reduction_of_a_constant_stores_a_block_per_row(backend, case):
+    """The sum of `ones_like(x)` reduces a constant; its Triton store took the result for a scalar and
+    splatted it (the interpreter: "only accepts size-1 tensor"; a GPU: "Cannot splat a block tensor").
+    Found by random programs 45 (--train, CUDA) and 3023 (Triton)."""
+    fn = {"sum": lambda x: torch.ones_like(x).sum(1, keepdim=True),
+          "cumsum_times": lambda x: torch.ones_like(x).cumsum(-1) * x,
+          "with_another_sum": lambda x: (torch.ones_like(x).sum(1, keepdim=True), x.sum(1))}[case]
+    torch._dynamo.reset()
+    for shape in [(4, 1), (3, 5)]:
+        x = torch.randn(shape)
+        compiled = cc.compile(fn, backend=backend)
+        got, expected = compiled(x), fn(x)
+        torch.testing.assert_close(got, expected)
+        assert compiled.session.stats["fallback_graphs"] == 0

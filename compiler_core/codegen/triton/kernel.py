@@ -759,8 +759,10 @@ def _flat_steps(plan: KernelPlan) -> list[Step]:
     return out
 
 
-def _store(step: Step, value: str, mask: str, shape: str) -> str:
-    if not _depends_on_position(step.value):
+def _store(step: Step, value: str, mask: str, shape: str, reduced: bool = False) -> str:
+    """`reduced`: `value` names the step's reduction result (a block), not its value expression, which
+    may be a constant (the sum of `ones_like(x)`) while the result is not a scalar."""
+    if not reduced and not _depends_on_position(step.value):
         value = f"tl.full({shape}, {value}, {register_dtype(step.value.dtype)})"
     cast = f".to({TL_TYPE[step.store_dtype]})" if step.store_dtype != torch.bool else ".to(tl.int1)"
     return f"tl.store({step.store_buffer} + {pointer_offset(step.store_index)}, ({value}){cast}, {mask})"
@@ -860,7 +862,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
                     scope.lines += map(scope.mark, _finish_reduction(s.reduction_type, "_blk", s.value.dtype))
                     scope.lines.append(scope.mark(f"red_{s.node} = _red"))
                     if s.store_buffer:
-                        scope.lines.append(scope.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]")))
+                        scope.lines.append(scope.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]", reduced=True)))
                 else:
                     scope.lines.append(scope.mark(_store(s, name, full_mask, "[XBLOCK, RBLOCK]")))
             row.lines += scope.lines
@@ -879,7 +881,7 @@ def _reduction_body(plan: KernelPlan, steps: list[Step], persistent: bool, inter
             row.lines += [row.mark(line, s.origins) for line in finish]
             row.lines.append(row.mark(f"red_{s.node} = _red", s.origins))
             if s.store_buffer:
-                row.lines.append(row.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"), s.origins))
+                row.lines.append(row.mark(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]", reduced=True), s.origins))
     return row.lines
 
 
@@ -1068,7 +1070,7 @@ def _split_reduction_kernels(plan: KernelPlan, interpret: bool) -> KernelSource:
             if s.node in result_ws:
                 second.lines.append(f"tl.store({result_ws[s.node]} + xindex, red_{s.node}, xmask)")
             if s.store_buffer:
-                second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]"))
+                second.lines.append(_store(s, f"red_{s.node}", "xmask", "[XBLOCK, 1]", reduced=True))
         for s in rows:
             second.lines.append(_store(s, second.emit(s.value), "xmask", "[XBLOCK, 1]"))
         if not second.lines:
