@@ -28,6 +28,7 @@ from compiler_core.autodiff.artifacts import Partition
 from compiler_core.autodiff.joint import joint_graph
 from compiler_core.autodiff.partition import fallback_partition, partition_joint
 from compiler_core.capture.dynamo import capture_graph, new_breaks, recompile_watcher
+from compiler_core.capture.overlapping_writes import overlapping_write
 from compiler_core.codegen.wrapper import generate_program, host_program
 from compiler_core.compiled_module import CompiledModule
 from compiler_core.decomp.complex_pairs import as_real_pairs, has_complex, reinterpreting
@@ -246,6 +247,14 @@ class CompiledFunction:
             return gm.forward
         record = GraphRecord(captured=captured)
         session.graphs.append(record)
+        overlap = overlapping_write(gm)
+        if overlap is not None:  # AOTAutograd would trace a wrong program (capture/overlapping_writes.py)
+            if not self.options.fallback:
+                raise CompileError(f"graph {captured.index} cannot be compiled: {overlap}. Run it without "
+                                   "compiling, or write into the tensor the view was made from")
+            record.fallback_reason = overlap
+            session.messages.append(f"graph {captured.index} runs in eager PyTorch: {overlap}")
+            return gm.forward
         traced = per_size.traced_inputs(gm, example_inputs)
         if per_size.symbolic_positions(traced):
             if self._symbolic_eligible(traced):
