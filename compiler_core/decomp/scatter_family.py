@@ -156,6 +156,9 @@ def scatter_value(self: torch.Tensor, dim: int, index: torch.Tensor, value: Any)
         stored = store_scatter(self, dim, index, self.new_full(index.shape, value))
         return NotImplemented if stored is None else stored
     hits = _Hits(self, dim, index, None)
+    # The value in self's dtype, as eager converts it (a Python 1 into a bool tensor stays bool; with
+    # the bare scalar, where() promoted the result to int64).
+    value = value.to(self.dtype) if isinstance(value, torch.Tensor) else self.new_full((), value)
     return torch.where(hits.fit(hits.reduce("count") > 0, False), value, self)
 
 

@@ -25,6 +25,7 @@ from compiler_core.decomp.grid_sample import GRID_SAMPLE
 from compiler_core.decomp.histograms import HISTOGRAMS
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.lu_unpack import LU_UNPACK
+from compiler_core.decomp.meta_check import checked_against_meta
 from compiler_core.decomp.orthogonal import ORTHOGONAL
 from compiler_core.decomp.padding import PADDING
 from compiler_core.decomp.pairwise import PAIRWISE
@@ -131,12 +132,14 @@ def decomposition_table() -> dict:
     for op in WRITE_BACK_SCATTERS:
         if op in table:
             table[op] = keeping_input_layout(table[op])
-    return table
+    # Each decomposition's results are held to the op's own shapes and dtypes (decomp/meta_check.py).
+    return {op: checked_against_meta(op, fn) for op, fn in table.items()}
 
 
 def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, eps):
     """(x - mean) / sqrt(var + eps) * weight + bias over dim 1, computed in fp32 for bf16/fp16 and rounded
-    once; the empty saved statistics are what ATen returns in inference."""
+    once. The saved statistics are what ATen returns in inference: empty on the CPU; elsewhere the
+    running mean and 1 / sqrt(var + eps), in the computation dtype (CUDA's kernel, and the op's meta)."""
     shape = [1, -1] + [1] * (x.dim() - 2)
     compute = torch.float32 if x.dtype in (torch.float16, torch.bfloat16) else x.dtype
     out = (x.to(compute) - running_mean.to(compute).view(shape)) * torch.rsqrt(
@@ -145,7 +148,9 @@ def _batch_norm_inference(x, weight, bias, running_mean, running_var, momentum, 
         out = out * weight.to(compute).view(shape)
     if bias is not None:
         out = out + bias.to(compute).view(shape)
-    return out.to(x.dtype), x.new_zeros((0,)), x.new_zeros((0,))
+    if x.device.type == "cpu":
+        return out.to(x.dtype), x.new_zeros((0,)), x.new_zeros((0,))
+    return out.to(x.dtype), running_mean.to(compute, copy=True), torch.rsqrt(running_var.to(compute) + eps)
 
 
 # baddbmm: the batched matmul stays one extern call in the inputs' own dtype and the scaling and

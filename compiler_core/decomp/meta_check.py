@@ -1,0 +1,70 @@
+"""Our decompositions held to the op's own shapes and dtypes while AOTAutograd traces them.
+
+A decomposition replaces an ATen op inside the traced graph; whatever it returns is taken as the
+op's result. If it returns another shape or dtype than the op does, the program silently computes
+something else: inference batch norm returned empty saved statistics on CUDA, where eager (and the
+op's meta function) return the running mean and 1/sqrt(var + eps) (OpInfo on an H100 found it). Each
+decomposition of ours is therefore wrapped: after it runs, the op's meta function runs on the same
+fake inputs, outside the trace, and a difference in the number of results, a shape, a dtype or a
+device raises DecompositionMismatch, which names both. AOT tracing then fails and the graph runs in
+eager PyTorch, saying why: a loud fallback instead of a wrong answer.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable
+
+import torch
+from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
+from torch.fx.experimental.symbolic_shapes import statically_known_true
+from torch.utils._pytree import tree_flatten
+
+
+class DecompositionMismatch(Exception):
+    """A decomposition of ours returned other shapes or dtypes than the op it replaces."""
+
+
+def checked_against_meta(op: Any, decomposition: Callable) -> Callable:
+    @functools.wraps(decomposition)
+    def checked(*args: Any, **kwargs: Any) -> Any:
+        result = decomposition(*args, **kwargs)
+        if result is NotImplemented:  # the decomposition declined: the op itself stays in the graph
+            return result
+        if not any(_is_fake(a) for a in tree_flatten((args, kwargs))[0]):
+            return result  # called on real tensors (an eager path): nothing traced to protect
+        with disable_proxy_modes_tracing():
+            try:
+                expected = op(*args, **kwargs)
+            except Exception:  # noqa: BLE001 - the op has no meta for these inputs: nothing to hold it to
+                return result
+        problem = _difference(result, expected)
+        if problem:
+            raise DecompositionMismatch(f"our decomposition of {op} returns {problem} (a bug of ours: please "
+                                        "report it)")
+        return result
+
+    return checked
+
+
+def _is_fake(value: Any) -> bool:
+    return isinstance(value, torch.Tensor) and type(value).__name__ in ("FakeTensor", "FunctionalTensor")
+
+
+def _difference(result: Any, expected: Any) -> str:
+    got, _ = tree_flatten(result)
+    want, _ = tree_flatten(expected)
+    got = [t for t in got if isinstance(t, torch.Tensor)]
+    want = [t for t in want if isinstance(t, torch.Tensor)]
+    if len(got) != len(want):
+        return f"{len(got)} tensors where the op returns {len(want)}"
+    for i, (g, w) in enumerate(zip(got, want)):
+        if g.dtype != w.dtype or g.device.type != w.device.type or not _same_shape(g.shape, w.shape):
+            return (f"result {i} as {tuple(g.shape)} {g.dtype} on {g.device.type}, where the op returns "
+                    f"{tuple(w.shape)} {w.dtype} on {w.device.type}")
+    return ""
+
+
+def _same_shape(a: torch.Size, b: torch.Size) -> bool:
+    """Equal sizes where that is known without a guard (an unknown symbolic comparison passes)."""
+    return len(a) == len(b) and not any(statically_known_true(x != y) for x, y in zip(a, b))
