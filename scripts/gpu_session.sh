@@ -15,7 +15,8 @@
 set -uo pipefail
 out=${OUT:-build/gpu}
 mkdir -p "$out"
-export PYTHONPATH=$PWD PYTHONUNBUFFERED=1 FCOMPILE_CACHE_DIR=/tmp/fcompile-cache
+# build/pylib: pure-Python packages the device image lacks (expecttest, which OpInfo imports), carried by the caller.
+export PYTHONPATH=$PWD:$PWD/build/pylib PYTHONUNBUFFERED=1 FCOMPILE_CACHE_DIR=/tmp/fcompile-cache
 summary="$out/summary.txt"
 python3 -c "import torch, triton; print('torch', torch.__version__, 'triton', triton.__version__, torch.cuda.get_device_name())" > "$summary"
 # The device's copy of the tree may carry an old .git: the caller passes COMMIT=$(git rev-parse --short HEAD).
@@ -25,7 +26,7 @@ stage() {  # stage NAME SECONDS COMMAND...
   local t0=$SECONDS
   timeout "$limit" "$@" > "$out/$name.txt" 2>&1
   echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
-  { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=|MISMATCH|RAISES|^ok=|^fell" "$out/$name.txt" | tail -40; } >> "$summary"
+  { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=|MISMATCH|RAISES|ok=[0-9]+$|^fell" "$out/$name.txt" | tail -40; } >> "$summary"
 }
 GPU_TEST_FILES="tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py"
 # shellcheck disable=SC2086

@@ -20,6 +20,17 @@ from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.utils._pytree import tree_flatten
 
+# Results whose shapes the op's meta function gets wrong, where our decomposition follows eager instead
+# (tests/test_segments.py compares with eager): an embedding bag's offset2bag, bag_size and
+# max_indices. Measured on the CPU (torch 2.13): offset2bag is empty on the bf16 sum path (meta: one
+# per index); with include_last_offset=True, max_indices of a sum has len(offsets) entries (meta one
+# fewer) and bag_size of a mean or max len(offsets) - 1 (meta len(offsets)). Their count, dtype and
+# device are still checked.
+META_SHAPES_DIFFER_FROM_EAGER = {
+    torch.ops.aten._embedding_bag.default: {1, 2, 3},
+    torch.ops.aten._embedding_bag_forward_only.default: {1, 2, 3},
+}
+
 
 class DecompositionMismatch(Exception):
     """A decomposition of ours returned other shapes or dtypes than the op it replaces."""
@@ -38,7 +49,7 @@ def checked_against_meta(op: Any, decomposition: Callable) -> Callable:
                 expected = op(*args, **kwargs)
             except Exception:  # noqa: BLE001 - the op has no meta for these inputs: nothing to hold it to
                 return result
-        problem = _difference(result, expected)
+        problem = _difference(result, expected, META_SHAPES_DIFFER_FROM_EAGER.get(op, set()))
         if problem:
             raise DecompositionMismatch(f"our decomposition of {op} returns {problem} (a bug of ours: please "
                                         "report it)")
@@ -51,7 +62,7 @@ def _is_fake(value: Any) -> bool:
     return isinstance(value, torch.Tensor) and type(value).__name__ in ("FakeTensor", "FunctionalTensor")
 
 
-def _difference(result: Any, expected: Any) -> str:
+def _difference(result: Any, expected: Any, shapes_unchecked: set) -> str:
     got, _ = tree_flatten(result)
     want, _ = tree_flatten(expected)
     got = [t for t in got if isinstance(t, torch.Tensor)]
@@ -59,7 +70,8 @@ def _difference(result: Any, expected: Any) -> str:
     if len(got) != len(want):
         return f"{len(got)} tensors where the op returns {len(want)}"
     for i, (g, w) in enumerate(zip(got, want)):
-        if g.dtype != w.dtype or g.device.type != w.device.type or not _same_shape(g.shape, w.shape):
+        shape_differs = i not in shapes_unchecked and not _same_shape(g.shape, w.shape)
+        if g.dtype != w.dtype or g.device.type != w.device.type or shape_differs:
             return (f"result {i} as {tuple(g.shape)} {g.dtype} on {g.device.type}, where the op returns "
                     f"{tuple(w.shape)} {w.dtype} on {w.device.type}")
     return ""
