@@ -68,3 +68,23 @@ def test_scatter_of_a_value_keeps_the_tensors_dtype(value):
     for a, b in zip(got, expected):
         assert a.dtype == b.dtype and torch.equal(a, b)
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_a_decomposition_result_read_through_as_strided_has_eagers_layout(backend):
+    """Our sort decomposition returned a transposed layout where eager's is contiguous, and
+    `as_strided` reads the storage: the values came out wrong (aot_eager and Inductor were right).
+    Each decomposition's results now take the strides of the op's meta (a fused copy where they differ).
+    Found by random program 3088 (a `.view(-1)` of a sort's values failed to trace)."""
+    import compiler_core as cc
+
+    def fn(x):
+        values = x.sort(1).values
+        return values.as_strided((6,), (1,)) * 1, values.view(-1) + 0
+
+    torch._dynamo.reset()
+    x = torch.randn(2, 3, 4)
+    compiled = cc.compile(fn, backend=backend)
+    for got, expected in zip(compiled(x), fn(x)):
+        assert torch.equal(got, expected)
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages

@@ -18,7 +18,7 @@ from typing import Any, Callable
 import torch
 from torch.fx.experimental.proxy_tensor import disable_proxy_modes_tracing
 from torch.fx.experimental.symbolic_shapes import statically_known_true
-from torch.utils._pytree import tree_flatten
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 # Results whose shapes the op's meta function gets wrong, where our decomposition follows eager instead
 # (tests/test_segments.py compares with eager): an embedding bag's offset2bag, bag_size and
@@ -53,9 +53,36 @@ def checked_against_meta(op: Any, decomposition: Callable) -> Callable:
         if problem:
             raise DecompositionMismatch(f"our decomposition of {op} returns {problem} (a bug of ours: please "
                                         "report it)")
-        return result
+        return _laid_out_as(result, expected, META_SHAPES_DIFFER_FROM_EAGER.get(op, set()))
 
     return checked
+
+
+def _laid_out_as(result: Any, expected: Any, unchecked: set) -> Any:
+    """`result` with each tensor in the strides the op's meta gives it, copied where they differ.
+
+    Values do not depend on strides, but what reads the storage does: `sort(1).values.as_strided(...)`
+    read our decomposition's transposed layout where eager's is contiguous (a wrong answer; aot_eager
+    and Inductor were right). A copy into the op's layout is a pointwise node the scheduler fuses with
+    its producer, so it costs little where it happens and nothing elsewhere."""
+    flat, spec = tree_flatten(result)
+    wanted = [t for t in tree_flatten(expected)[0] if isinstance(t, torch.Tensor)]
+    out, k = [], 0
+    for value in flat:
+        if isinstance(value, torch.Tensor) and k < len(wanted):
+            want = wanted[k]
+            if k not in unchecked and _strides_differ(value, want):
+                layout = torch.empty_strided(want.shape, want.stride(), dtype=value.dtype, device=value.device)
+                value = torch.ops.aten.copy.default(layout, value)  # functional: AOT has functionalized already
+            k += 1
+        out.append(value)
+    return tree_unflatten(out, spec)
+
+
+def _strides_differ(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Another stride along some dimension of two or more elements (a guard-free comparison)."""
+    return any(statically_known_true(size > 1) and not statically_known_true(x == y)
+               for size, x, y in zip(b.shape, a.stride(), b.stride()))
 
 
 def _is_fake(value: Any) -> bool:
