@@ -80,9 +80,12 @@ def _laid_out_as(result: Any, expected: Any, unchecked: set) -> Any:
 
 
 def _strides_differ(a: torch.Tensor, b: torch.Tensor) -> bool:
-    """Another stride along some dimension of two or more elements (a guard-free comparison)."""
-    return any(statically_known_true(size > 1) and not statically_known_true(x == y)
-               for size, x, y in zip(b.shape, a.stride(), b.stride()))
+    """Another stride along some dimension of two or more elements (a guard-free comparison). A meta
+    layout with a zero stride there (elements sharing memory) is never copied into."""
+    wide = [statically_known_true(size > 1) for size in b.shape]
+    if any(w and statically_known_true(s == 0) for w, s in zip(wide, b.stride())):
+        return False
+    return any(w and not statically_known_true(x == y) for w, x, y in zip(wide, a.stride(), b.stride()))
 
 
 def _is_fake(value: Any) -> bool:
