@@ -88,3 +88,20 @@ def test_a_decomposition_result_read_through_as_strided_has_eagers_layout(backen
     for got, expected in zip(compiled(x), fn(x)):
         assert torch.equal(got, expected)
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+def test_symbolic_sizes_of_the_meta_are_compared_outside_the_trace():
+    """The meta's sizes and strides are symbols the trace does not track (4*s0**2 ...); comparing them
+    inside it failed ("... is not tracked with proxy"), so GPT-2's attention softmax with dynamic=True
+    fell back to compiling per size. They are compared outside the trace now."""
+    import compiler_core as cc
+
+    def attention(q, k):
+        return torch.softmax(q @ k.transpose(-1, -2) * 0.125, dim=-1)
+
+    torch._dynamo.reset()
+    compiled = cc.compile(attention, dynamic=True)
+    for batch, seq in [(2, 6), (3, 9)]:
+        q, k = torch.randn(batch, 4, seq, 8), torch.randn(batch, 4, seq, 8)
+        torch.testing.assert_close(compiled(q, k), attention(q, k))
+    assert all(g.symbolic for g in compiled.session.graphs), compiled.session.messages

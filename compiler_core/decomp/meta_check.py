@@ -37,6 +37,8 @@ class DecompositionMismatch(Exception):
 
 
 def checked_against_meta(op: Any, decomposition: Callable) -> Callable:
+    unchecked = META_SHAPES_DIFFER_FROM_EAGER.get(op, set())
+
     @functools.wraps(decomposition)
     def checked(*args: Any, **kwargs: Any) -> Any:
         result = decomposition(*args, **kwargs)
@@ -44,35 +46,52 @@ def checked_against_meta(op: Any, decomposition: Callable) -> Callable:
             return result
         if not any(_is_fake(a) for a in tree_flatten((args, kwargs))[0]):
             return result  # called on real tensors (an eager path): nothing traced to protect
+        # The meta's sizes and strides are symbols the trace does not track: every comparison with
+        # them happens outside it too (a traced one fails: "... is not tracked with proxy").
         with disable_proxy_modes_tracing():
             try:
                 expected = op(*args, **kwargs)
             except Exception:  # noqa: BLE001 - the op has no meta for these inputs: nothing to hold it to
                 return result
-        problem = _difference(result, expected, META_SHAPES_DIFFER_FROM_EAGER.get(op, set()))
+            problem = _difference(result, expected, unchecked)
+            layouts = _layouts_to_copy_into(result, expected, unchecked)
         if problem:
             raise DecompositionMismatch(f"our decomposition of {op} returns {problem} (a bug of ours: please "
                                         "report it)")
-        return _laid_out_as(result, expected, META_SHAPES_DIFFER_FROM_EAGER.get(op, set()))
+        return _laid_out(result, layouts) if any(layouts) else result
 
     return checked
 
 
-def _laid_out_as(result: Any, expected: Any, unchecked: set) -> Any:
-    """`result` with each tensor in the strides the op's meta gives it, copied where they differ.
+def _layouts_to_copy_into(result: Any, expected: Any, unchecked: set) -> list:
+    """Per tensor of `result`: None where its strides are the meta's, else the meta's strides to copy
+    it into. Only plain-int strides can be passed into the trace (the meta's symbolic ones are not
+    tracked by it), so a result with symbolic sizes keeps its own layout; so does one whose meta
+    layout shares memory (zero strides)."""
+    got = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor)]
+    wanted = [t for t in tree_flatten(expected)[0] if isinstance(t, torch.Tensor)]
+    plans: list = []
+    for k, (value, want) in enumerate(zip(got, wanted)):
+        concrete = all(isinstance(x, int) for x in (*want.stride(), *want.shape))
+        plans.append(tuple(want.stride()) if concrete and k not in unchecked and _strides_differ(value, want)
+                     else None)
+    return plans
+
+
+def _laid_out(result: Any, layouts: list) -> Any:
+    """`result` with its tensors copied into the layouts `_layouts_to_copy_into` chose (in the trace).
 
     Values do not depend on strides, but what reads the storage does: `sort(1).values.as_strided(...)`
     read our decomposition's transposed layout where eager's is contiguous (a wrong answer; aot_eager
     and Inductor were right). A copy into the op's layout is a pointwise node the scheduler fuses with
     its producer, so it costs little where it happens and nothing elsewhere."""
     flat, spec = tree_flatten(result)
-    wanted = [t for t in tree_flatten(expected)[0] if isinstance(t, torch.Tensor)]
     out, k = [], 0
     for value in flat:
-        if isinstance(value, torch.Tensor) and k < len(wanted):
-            want = wanted[k]
-            if k not in unchecked and _strides_differ(value, want):
-                layout = torch.empty_strided(want.shape, want.stride(), dtype=value.dtype, device=value.device)
+        if isinstance(value, torch.Tensor):
+            strides = layouts[k] if k < len(layouts) else None
+            if strides is not None:
+                layout = torch.empty_strided(value.shape, strides, dtype=value.dtype, device=value.device)
                 value = torch.ops.aten.copy.default(layout, value)  # functional: AOT has functionalized already
             k += 1
         out.append(value)
