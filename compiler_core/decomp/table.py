@@ -253,7 +253,8 @@ PRIMS_POINTWISE = {
 }
 # prims that exist only once torch._inductor is imported (Dynamo imports it for torch.optim's foreach
 # steps, whose addcmul and lerp become prims.fma): matched by name, as `prims.fma` may not resolve here.
-# fma is not a primitive of ours: lowering (ir/lowering/pointwise.py) computes it as a multiply and an add.
+# prims.fma is not our fused_multiply_add primitive: lowering (ir/lowering/pointwise.py) computes it as a
+# multiply and an add, rounded twice, as eager's CPU kernels do.
 PRIMS_BY_NAME = {"prims.fma": "fma"}
 
 # Extern calls we make on purpose (vendor libraries are the right tool), with the reason shown.
