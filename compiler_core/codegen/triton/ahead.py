@@ -106,8 +106,18 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
                                target=GPUTarget("cuda", capability, 32), options=f["options"])
             errors.append(None)
         except Exception as exc:  # noqa: BLE001 - the compiler's message is the result
-            errors.append(f"{type(exc).__name__}: {exc}")
+            errors.append(_short_error(f"{type(exc).__name__}: {exc}"))
     return errors
+
+
+def _short_error(text: str) -> str:
+    """Triton's CompilationError quotes the kernel up to the failing line, then a caret, then why: keep
+    the position, the failing line, the caret and why (callers print a few hundred characters)."""
+    lines = text.splitlines()
+    caret = next((i for i, line in enumerate(lines) if line.strip() == "^"), None)
+    if caret is None or caret < 2:
+        return text
+    return "\n".join([lines[0], lines[caret - 1], *lines[caret:]])
 
 
 if __name__ == "__main__":

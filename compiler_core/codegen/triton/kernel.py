@@ -170,10 +170,15 @@ class TritonPrinter(CSEPrinter):
             return f"_erf_f32({a[0]})"
         if name in _TL_UNARY:
             return f"{_TL_UNARY[name]}({a[0]})"
-        if name in _LIBDEVICE and not self.interpret:
-            return f"{_LIBDEVICE[name]}({a[0]})"
-        if name in _LIBDEVICE_BINARY and floating and not self.interpret:
-            return f"{_LIBDEVICE_BINARY[name]}({a[0]}, {a[1]})"
+        if (name in _LIBDEVICE or name in _LIBDEVICE_BINARY and floating) and not self.interpret:
+            # libdevice picks its overload by the argument types, all alike: a Python float literal is
+            # float32 to Triton, so copysign(0.0, a float64) has no overload, nor has copysign of a
+            # float32 and a float64 (the IR's binary ops may mix widths; C++ promotes). Every argument
+            # gets the op's register dtype.
+            want = register_dtype(v.dtype)
+            a = [f"tl.full([], {t}, {want})" if isinstance(x, Constant)
+                 else t if register_dtype(x.dtype) == want else f"{t}.to({want})" for t, x in zip(a, v.args)]
+            return f"{_LIBDEVICE.get(name) or _LIBDEVICE_BINARY[name]}({', '.join(a)})"
         if name in _COMPOSED_UNARY:
             return _COMPOSED_UNARY[name].format(a[0])
         if name == "atan2":
@@ -244,6 +249,10 @@ class TritonPrinter(CSEPrinter):
         if name == "logical_not":
             return f"({a[0]} == 0)"
         if name == "where":
+            if isinstance(v.args[1], Constant) and isinstance(v.args[2], Constant):
+                # Two literals make a float32 (or int32) block: give it the op's dtype, else a float64
+                # where(c, 1.0, 0.0) reaches libdevice as float32 and an int64 one can overflow.
+                return f"tl.where({a[0]}, tl.full([], {a[1]}, {register_dtype(v.dtype)}), {a[2]})"
             return f"tl.where({a[0]}, {a[1]}, {a[2]})"
         if name == "recurrence":
             # Operands as blocks (a literal has none), the coefficients as plain numbers.
