@@ -116,6 +116,14 @@ def test_schedule_and_decision_log_do_not_depend_on_the_hash_seed():
     assert len(digests) == 1, digests
 
 
+def _recurrence(x, steps):
+    """Reads its running values twice per step: ~2^steps paths through ~steps distinct nodes."""
+    a, b = torch.ones_like(x), x
+    for _ in range(steps):
+        a, b = b, b * x * 0.5 + a * 0.25
+    return b
+
+
 def test_a_value_shared_by_every_step_is_compiled_once_per_node():
     """A recurrence that reads its running values twice per step: after n steps the fused kernel's value
     tree has ~2^n paths and ~n distinct nodes. Traversing it by paths took a minute for 22 steps; each
@@ -126,12 +134,7 @@ def test_a_value_shared_by_every_step_is_compiled_once_per_node():
     import compiler_core as cc
 
     def chain(steps):
-        def f(x):
-            a, b = torch.ones_like(x), x
-            for _ in range(steps):
-                a, b = b, b * x * 0.5 + a * 0.25
-            return b
-        return f
+        return lambda x: _recurrence(x, steps)
 
     x = torch.rand(256)
     seconds = []
@@ -146,6 +149,37 @@ def test_a_value_shared_by_every_step_is_compiled_once_per_node():
     assert seconds[1] < 3 * seconds[0] + 2.0, seconds
     source = compiled.session.kernels[0].source
     assert source.count("0.25") <= 2 * 24, "each step's product printed once"
+
+
+def test_a_shared_value_read_again_beside_a_row_cache_is_compiled_once_per_node():
+    """The C++ reduction kernel's later passes over a row read the cached exp(b - max) and b itself:
+    putting the cache into the pass's value rebuilt b's tree once per path (2^n for _recurrence): a
+    33-bin histogram's kernels took 45 s to print on the CPU machine (2026-12-05). Now each shared
+    node is rebuilt once."""
+    import time
+
+    import compiler_core as cc
+
+    def softmax_beside(steps):
+        def f(x):
+            b = _recurrence(x, steps)
+            e = torch.exp(b - b.amax(-1, keepdim=True))
+            return e / e.sum(-1, keepdim=True) + b
+        return f
+
+    x = torch.rand(8, 64)
+    seconds = []
+    for steps in (10, 20):
+        fn = softmax_beside(steps)
+        start = time.perf_counter()
+        compiled = cc.compile(fn, backend="cpp")
+        got = compiled(x)
+        seconds.append(time.perf_counter() - start)
+        torch.testing.assert_close(got, fn(x))
+        assert compiled.session.stats["fallback_ops"] == [] and compiled.session.stats["kernel_count"] >= 1
+    source = "\n".join(k.source for k in compiled.session.kernels)
+    assert "rowcache" in source, "the row cache this test is about"
+    assert seconds[1] < 3 * seconds[0] + 2.0, seconds
 
 
 def test_scheduling_leaves_no_cyclic_garbage():

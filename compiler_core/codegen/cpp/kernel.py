@@ -8,6 +8,7 @@ inside, each phase of the plan is one pass over the row's reduction variables.
 from __future__ import annotations
 
 import math
+from typing import Callable
 
 import torch
 
@@ -18,7 +19,18 @@ from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
 from compiler_core.ir.index import Index, Var, linear_index
 from compiler_core.ir.symbolic import c_expr, decide, hint, is_symbolic, symbols_in
-from compiler_core.ir.values import Cast, Constant, IndexValue, IndirectIndex, Load, Op, ReductionResult, Value, walk
+from compiler_core.ir.values import (
+    Cast,
+    Constant,
+    IndexValue,
+    IndirectIndex,
+    Load,
+    Op,
+    ReductionResult,
+    Value,
+    _memoized,
+    walk,
+)
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
 # Storage types in memory; bf16/fp16 values are held as float in registers.
@@ -412,13 +424,25 @@ def _row_cached_expressions(plan: KernelPlan, phases: list) -> dict[Value, int]:
 
 
 def _replace(value: Value, table: dict[Value, Value]) -> Value:
-    if value in table:
-        return table[value]
-    if isinstance(value, Op):
-        return Op(value.op, tuple(_replace(a, table) for a in value.args), value.dtype, value.origins)
-    if isinstance(value, Cast):
-        return Cast(_replace(value.arg, table), value.dtype, value.origins)
-    return value
+    """`value` with every subexpression found in `table` replaced; a subtree with nothing replaced is
+    kept as it is. Each shared subexpression is visited once (`_memoized`): a value is a DAG, and a
+    rebuild per path was exponential in its depth of sharing (a 33-bin histogram's kernels took 45 s
+    of a 65 s compile on the CPU machine; 2026-12-05)."""
+    if not table:
+        return value
+
+    def transform(v: Value, recurse: Callable[[Value], Value]) -> Value:
+        if v in table:
+            return table[v]
+        if isinstance(v, Op):
+            args = tuple(recurse(a) for a in v.args)
+            return v if all(new is old for new, old in zip(args, v.args)) else Op(v.op, args, v.dtype, v.origins)
+        if isinstance(v, Cast):
+            arg = recurse(v.arg)
+            return v if arg is v.arg else Cast(arg, v.dtype, v.origins)
+        return v
+
+    return _memoized(transform)(value)
 
 
 def _reduction_body(plan: KernelPlan) -> list[str]:
