@@ -264,6 +264,8 @@ class Verdict:
     program: Program
     status: str  # "ok", "MISMATCH", "RAISES", "invalid" (eager itself failed), "fell back"
     detail: str = ""
+    # Triton on the CPU: the kernel plans the GPU would print (gpu_source_errors compiles them for sm_90)
+    triton_plans: tuple = ()
 
     def pretty(self) -> str:
         return f"seed {self.program.seed:5d}  {self.status:9} {self.detail}"
@@ -388,7 +390,26 @@ def check(program: Program, backend: str = "cpp", dynamic: bool = False, debug: 
     if fell_back:
         return Verdict(program, "fell back", str(getattr(fell_back[0], "fallback_reason", ""))[:160])
     stats = compiled.session.stats
-    return Verdict(program, "ok", f"kernels={stats['kernel_count']} graphs={stats['graphs']}")
+    plans = _triton_plans(compiled.session) if backend == "triton" and device == "cpu" else ()
+    return Verdict(program, "ok", f"kernels={stats['kernel_count']} graphs={stats['graphs']}", plans)
+
+
+def _triton_plans(session) -> tuple:
+    from compiler_core.codegen.wrapper import kernel_plans_with_passes
+
+    return tuple(plan for rec in session.all_records() if rec.loops is not None and rec.schedule is not None
+                 for plan, _ in kernel_plans_with_passes(rec.loops, rec.schedule, rec.memory, "triton"))
+
+
+def gpu_source_errors(verdicts: list[Verdict]) -> list[str]:
+    """The interpreter runs source a GPU's Triton compiler may reject (a float32 literal where libdevice
+    wants float64, a splat of a block): compile the ok programs' kernels for an NVIDIA Hopper target, no
+    GPU needed, in one child process. Each rejection as `seed N: kernel: error`."""
+    from compiler_core.codegen.triton.ahead import compile_for_gpu
+
+    owners = [(v.program.seed, plan) for v in verdicts for plan in v.triton_plans]
+    errors = compile_for_gpu([plan for _, plan in owners]) if owners else []
+    return [f"seed {seed}: {plan.name}: {error[:300]}" for (seed, plan), error in zip(owners, errors) if error]
 
 
 def minimize(program: Program, still_fails: Callable[[Program], bool]) -> Program:
@@ -431,6 +452,8 @@ def main() -> int:
     parser.add_argument("--debug", default="", help="compile(debug=...), e.g. memory")
     parser.add_argument("--show", action="store_true", help="print each program's source")
     parser.add_argument("--minimize", action="store_true", help="shrink each failing program and print it")
+    parser.add_argument("--gpu-source", action="store_true",
+                        help="with --backend triton on the CPU: also compile the kernels for an NVIDIA GPU")
     args = parser.parse_args()
     # eager's own remarks on the random lines (std of one element, mT of a 0-d tensor) are not findings
     warnings.filterwarnings("ignore", category=UserWarning, module="<string>")
@@ -438,6 +461,7 @@ def main() -> int:
         args.backend = "triton"
     failures = 0
     counts: dict[str, int] = {}
+    verdicts: list[Verdict] = []
     for seed in _seeds(args.seeds):
         program = generate(seed, args.lines, args.train)
         if args.show:
@@ -448,6 +472,7 @@ def main() -> int:
             verdict = Verdict(program, "RAISES", f"harness: {type(exc).__name__}: {exc}"[:200])
             traceback.print_exc()
         counts[verdict.status] = counts.get(verdict.status, 0) + 1
+        verdicts.append(verdict)
         print(verdict.pretty(), flush=True)
         if verdict.status in ("MISMATCH", "RAISES"):
             failures += 1
@@ -457,6 +482,11 @@ def main() -> int:
 
                 small = minimize(program, fails_alike)
                 print(small.source(), flush=True)
+    if args.gpu_source:
+        rejected = gpu_source_errors(verdicts)
+        print("\n".join(f"GPU SOURCE REJECTED {r}" for r in rejected))
+        counts["gpu_source_rejected"] = len(rejected)
+        failures += len(rejected)
     print(" ".join(f"{k}={v}" for k, v in sorted(counts.items())))
     return failures
 
