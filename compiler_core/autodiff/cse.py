@@ -5,7 +5,10 @@
 AOTAutograd traces the backward's formulas from scratch, so the backward often recomputes what the
 forward already has (GELU's backward multiplies the same input by the same constant again). Merged,
 such a value is one node: the partitioner decides once whether to save or recompute it, instead of
-paying for two copies. Random and mutating ops are never merged: two draws are two values.
+paying for two copies. Random and mutating ops are never merged: two draws are two values. Nor are
+two forward outputs: `a = f(x); b = f(x); return a, b` gives eager two tensors, and a merged node
+returned twice gave the caller one storage under two names (writing into `a` changed `b`; found by
+random program 5140, 2026-12-05). Their inputs still merge: only the last op is computed twice.
 """
 
 from __future__ import annotations
@@ -14,26 +17,31 @@ from typing import Any
 
 import torch
 
+from compiler_core.autodiff.joint import forward_output_nodes
 from compiler_core.autodiff.rules import is_random
 
 Node = torch.fx.Node
 
 
-def merge_duplicates(gm: torch.fx.GraphModule) -> tuple[torch.fx.GraphModule, int]:
+def merge_duplicates(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> tuple[torch.fx.GraphModule, int]:
     graph = torch.fx.Graph()
     graph.set_codegen(gm.graph._codegen)  # the joint's (primals, tangents) calling convention
     env: dict[Node, Node] = {}
     seen: dict[Any, Node] = {}
+    outputs = set(forward_output_nodes(gm, num_fwd_outputs))
+    returned: set[Node] = set()  # nodes of the new graph that already stand for a forward output
     merged = 0
     for node in gm.graph.nodes:
         if node.op == "call_function" and _mergeable(node):
             key = (node.target, _key(node.args, env), _key(node.kwargs, env))
-            if key in seen:
+            if key in seen and not (node in outputs and seen[key] in returned):
                 env[node] = seen[key]
                 merged += 1
-                continue
-            env[node] = graph.node_copy(node, lambda n: env[n])
-            seen[key] = env[node]
+            else:
+                env[node] = graph.node_copy(node, lambda n: env[n])
+                seen.setdefault(key, env[node])
+            if node in outputs:
+                returned.add(env[node])
         else:
             env[node] = graph.node_copy(node, lambda n: env[n])
     return torch.fx.GraphModule(gm, graph), merged

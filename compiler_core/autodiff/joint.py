@@ -54,7 +54,7 @@ class JointFacts:
 def analyse(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> JointFacts:
     graph = gm.graph
     outputs = _flatten(list(next(iter(graph.find_nodes(op="output"))).args[0]))
-    forward_outputs = tuple(o for o in outputs[:num_fwd_outputs] if isinstance(o, Node))
+    forward_outputs = tuple(forward_output_nodes(gm, num_fwd_outputs))
     gradients = tuple(o for o in outputs[num_fwd_outputs:] if isinstance(o, Node))
 
     tangent_closure: set[Node] = set()
@@ -76,6 +76,12 @@ def analyse(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> JointFacts:
     mutated = frozenset(primals[i] for i in _compat.mutated_primal_indices(gm) if i < len(primals))
     return JointFacts(gm, num_fwd_outputs, primals, forward_outputs, gradients, frozenset(forward),
                       frozenset(tangent_closure), mutated, _distances(graph, forward))
+
+
+def forward_output_nodes(gm: torch.fx.GraphModule, num_fwd_outputs: int) -> list[Node]:
+    """The nodes a joint graph returns as the forward's results (its output lists them first)."""
+    outputs = _flatten(list(next(iter(gm.graph.find_nodes(op="output"))).args[0]))
+    return [o for o in outputs[:num_fwd_outputs] if isinstance(o, Node)]
 
 
 def _flatten(values: list) -> list:

@@ -36,7 +36,7 @@ def partition_joint(joint: JointGraph, activation_budget: float = 1.0,
     """Split `joint` (left unchanged) at the min-cut for `activation_budget` (0.0 ... 1.0)."""
     if not 0.0 <= activation_budget <= 1.0:
         raise ValueError(f"activation_budget={activation_budget} is not between 0.0 and 1.0")
-    gm, merged = merge_duplicates(joint.graph_module)
+    gm, merged = merge_duplicates(joint.graph_module, joint.num_fwd_outputs)
     facts = analyse(gm, joint.num_fwd_outputs)
     for node in gm.graph.find_nodes(op="placeholder"):
         if not (is_primal(node) or is_tangent(node)):
