@@ -190,6 +190,30 @@ def test_complex_exp2_is_atens_exp_of_the_scaled_parts(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_sigmoid_and_reciprocal_keep_eagers_zeros_and_edges(backend):
+    """sigmoid(z) = 1 / (1 + exp(-z)) as ATen computes it, and the reciprocal (c10's division of 1 by
+    z) with eager's signs of zero (1 / (2 + 0i) is 0.5 + 0i: the real dividend promoted to 1 + 0i;
+    ours gave -0i before). Near sigmoid's poles (z = i pi) eager's float32 value is less accurate than
+    ours (exp in float64 first), so random complex64 values compare as complex numbers."""
+    edges = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 40.0, -40.0, 100.0, -100.0, 800.0, float("inf"), -float("inf"),
+             float("nan")]
+    z = torch.tensor([complex(a, b) for a in edges for b in edges], dtype=torch.complex128)
+    w = torch.randn(257, dtype=torch.complex64) * 2
+
+    def fn(z, w):
+        return torch.sigmoid(z), torch.reciprocal(z), torch.sigmoid(w)
+
+    compiled = cc.compile(fn, backend=backend)
+    got, want = compiled(z, w), fn(z, w)
+    for g, e in zip(got[:2], want[:2]):
+        g, e = torch.view_as_real(g), torch.view_as_real(e)
+        torch.testing.assert_close(g, e, rtol=1e-12, atol=0, equal_nan=True)
+        assert torch.equal(g.signbit() | g.isnan(), e.signbit() | e.isnan())
+    torch.testing.assert_close(got[2], want[2])
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_complex_powers_match_eager_with_atens_shortcuts_and_cs_products(backend):
     """z ** w as eager gives it: ATen's shortcuts for scalar exponents (0, 1, 2, 3, -1, -2, 0.5, -0.5,
     also written as complex numbers), else glibc's cpow, exp(w log z) with w * log z multiplied as C

@@ -219,7 +219,11 @@ class _Rewrite:
             return self.neg(b)
         if not isinstance(a, Node) and not isinstance(b, Node):
             return a - b
-        return self.emit(aten.sub.Tensor, a, b) if isinstance(a, Node) else self.emit(aten.rsub.Scalar, b, a)
+        if isinstance(a, Node):
+            return self.emit(aten.sub.Tensor, a, b)
+        # a number minus a tensor as (-b) + a, the same bits (negation is exact): the rewrite runs after
+        # decomposition, which would have turned an rsub into these ops; an rsub left here ran in eager.
+        return self.emit(aten.add.Tensor, self.neg(b), a)
 
     def mul(self, a: Any, b: Any) -> Any:
         if a is None or b is None:
@@ -522,7 +526,9 @@ def _div(rw: _Rewrite, node: Node, a: Operand, b: Operand, rounding_mode: Option
         return rw.complex_of(node, rw.sub(rw.mul(ar, br), rw.mul(ai, bi)), rw.add(rw.mul(ar, bi), rw.mul(ai, br)))
     # Smith's algorithm, as c10::complex divides: scaled by the larger of |br|, |bi| so that no square
     # of the divisor overflows or underflows, then times the reciprocal of the scaled denominator; a
-    # zero divisor gives each part divided by zero. A real dividend (ai None) drops its terms.
+    # zero divisor gives each part divided by zero. A real dividend is complex with an imaginary part
+    # of +0, as eager promotes it: 1 / (2 + 0i) is 0.5 + 0i there (dropping its terms gave -0i).
+    ai = 0.0 if ai is None else ai
     abs_r, abs_i = rw.emit(aten.abs.default, br), rw.emit(aten.abs.default, bi)
     real_larger = rw.emit(aten.ge.Tensor, abs_r, abs_i)
     ratio = rw.emit(aten.where.self, real_larger, rw.div(bi, br), rw.div(br, bi))
