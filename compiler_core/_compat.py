@@ -448,15 +448,19 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
 
 
 def triton_exact_float_options() -> dict:
-    """Compile options under which Triton rounds every multiply and add, as eager's separate ops do
-    (it contracts them into FMAs by default): `enable_fp_fusion` where this Triton knows it."""
+    """Compile options under which Triton computes floats as eager's CUDA kernels do: every multiply and
+    add rounded (it contracts them into FMAs by default: `enable_fp_fusion`), and libdevice's float32
+    functions keeping subnormal values (it links libdevice in flush-to-zero mode by default:
+    `enable_reflect_ftz`; atan2(1e-40, 0) gave 0, not pi/2, and sin(1e-40) gave 0). Each where this
+    Triton knows it."""
     try:
         from triton.backends.nvidia.compiler import CUDAOptions
 
         fields = set(CUDAOptions.__dataclass_fields__)
     except Exception:  # noqa: BLE001 - no CUDA backend: nothing is compiled for a GPU
         return {}
-    return {"enable_fp_fusion": False} if "enable_fp_fusion" in fields else {}
+    wanted = {"enable_fp_fusion": False, "enable_reflect_ftz": False}
+    return {name: value for name, value in wanted.items() if name in fields}
 
 
 def triton_assert_options() -> dict:

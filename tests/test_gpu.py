@@ -434,6 +434,46 @@ def test_negation_and_copysign_keep_the_sign_of_zero_on_the_gpu():
         assert torch.equal(got, expected) and torch.equal(torch.signbit(got), torch.signbit(expected))
 
 
+# Float32 functions whose value at a subnormal x is about x (or a fixed multiple) or which map a subnormal
+# to a normal value: a flush to zero shows as 0, pi/2 -> 0, or -inf where eager keeps the subnormal.
+_SUBNORMAL_UNARY = ["sin", "tan", "tanh", "sinh", "asin", "atan", "asinh", "atanh", "erf", "expm1", "log1p",
+                    "sqrt", "rsqrt", "log", "log2", "abs", "neg", "sigmoid", "exp", "cos", "erfinv",
+                    "trunc", "sign", "reciprocal", "nan_to_num", "frexp_mantissa", "cbrt"]
+
+
+def _subnormal_unary(name):
+    if name == "frexp_mantissa":
+        return lambda x: torch.frexp(x)[0]
+    if name == "cbrt":  # no torch.cbrt: x ** (1/3) of the magnitude, with its sign
+        return lambda x: torch.sign(x) * x.abs().pow(1 / 3)
+    return getattr(torch, name)
+
+
+@pytest.mark.parametrize("name", _SUBNORMAL_UNARY)
+def test_float32_functions_keep_subnormal_values_on_the_gpu(name):
+    """Triton links libdevice in flush-to-zero mode unless told not to: our atan2(1e-40, 0) gave 0, not
+    pi/2 (found by the complex log's edge test on CUDA), and sin(1e-40) gave 0. Eager's CUDA kernels
+    keep subnormals; ours are compiled with `enable_reflect_ftz` off, and every float32 function here
+    must give eager's value at subnormal inputs (a flush shows as a difference of the whole value)."""
+    tiny = torch.tensor([1e-40, -1e-40, 3e-39, -7e-39, 1.1e-38, 1.4e-45, 0.0, 0.5, -0.25], device="cuda")
+    fn = _subnormal_unary(name)
+    got, expected = cc.compile(fn)(tiny), fn(tiny)
+    # one subnormal step (1.4e-45) of absolute room: eager's and libdevice's last-bit rounding may differ
+    torch.testing.assert_close(got, expected, rtol=2e-6, atol=1.5e-45, equal_nan=True)
+
+
+def test_float32_binary_functions_keep_subnormal_values_on_the_gpu():
+    a = torch.tensor([1e-40, -1e-40, 3e-39, 1.0, 0.0, 1e-40, 2.0], device="cuda")
+    b = torch.tensor([0.0, 0.0, -1.0, 1e-40, -1e-40, 1e-40, 1e-39], device="cuda")
+
+    def fn(a, b):
+        return (torch.atan2(a, b), torch.hypot(a, b), torch.copysign(a, b), torch.fmod(a, 1.0), torch.maximum(a, b),
+                a * b * 1e30, torch.pow(a.abs(), 0.5), torch.remainder(b, 1e-39))
+
+    for got, expected in zip(cc.compile(fn)(a, b), fn(a, b)):
+        torch.testing.assert_close(got, expected, rtol=2e-6, atol=1.5e-45, equal_nan=True)
+
+
 def test_convolution_graphs_run_channels_last_on_the_gpu_on_request():
     """conv_layout="channels_last" (decomp/conv_layout.py): a bf16 ResNet's activations in channels-last
     on the GPU, its outputs matching as the zoo judges them and with eager's strides, and fewer cuDNN

@@ -315,8 +315,9 @@ def test_a_multiply_and_an_add_round_twice_as_in_eager(backend):
 
 
 def test_gpu_kernels_are_compiled_without_fma_contraction():
-    """Triton contracts a * b + c into an FMA unless told not to: every launch config of a GPU kernel
-    carries the option (checked on the GPU by tests/test_gpu.py's values)."""
+    """Triton contracts a * b + c into an FMA, and runs libdevice's float32 functions flushing subnormals
+    to zero, unless told not to: every launch config of a GPU kernel carries both options (checked on
+    the GPU by tests/test_gpu.py's values)."""
     from compiler_core import _compat
     from compiler_core.codegen.triton.kernel import generate_triton_kernel
     from compiler_core.codegen.wrapper import kernel_plans_with_passes
@@ -331,7 +332,8 @@ def test_gpu_kernels_are_compiled_without_fma_contraction():
         pytest.skip("this Triton has no CUDA backend, so nothing is compiled for a GPU")
     for plan in plans:
         kernel = generate_triton_kernel(plan, interpret=False)
-        assert all(config.get("enable_fp_fusion") is False for config in kernel.config_space), kernel.config_space
+        assert all(config.get(name) is False for config in kernel.config_space for name in options), \
+            kernel.config_space
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
