@@ -175,10 +175,7 @@ class TritonPrinter(CSEPrinter):
             # float32 to Triton, so copysign(0.0, a float64) has no overload, nor has copysign of a
             # float32 and a float64 (the IR's binary ops may mix widths; C++ promotes). Every argument
             # gets the op's register dtype.
-            want = register_dtype(v.dtype)
-            a = [f"tl.full([], {t}, {want})" if isinstance(x, Constant)
-                 else t if register_dtype(x.dtype) == want else f"{t}.to({want})" for t, x in zip(a, v.args)]
-            return f"{_LIBDEVICE.get(name) or _LIBDEVICE_BINARY[name]}({', '.join(a)})"
+            return f"{_LIBDEVICE.get(name) or _LIBDEVICE_BINARY[name]}({', '.join(_in_dtype_of(v, a))})"
         if name in _COMPOSED_UNARY:
             return _COMPOSED_UNARY[name].format(a[0])
         if name == "atan2":
@@ -190,6 +187,12 @@ class TritonPrinter(CSEPrinter):
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
                  for t, x in zip(a, v.args)]
             return f"_pow({a[0]}, {a[1]})" if floating else f"_int_pow({a[0]}, {a[1]})"
+        if name == "remainder" and floating and not self.interpret:
+            # As eager's CUDA kernel: fmod, moved by the divisor where its sign differs from the
+            # divisor's. The quotient formula a - floor(a / b) * b loses every digit where a / b is large
+            # (remainder(1e30, 3.0)) and gives inf where it overflows (remainder(-1, 1e-39)).
+            a = _in_dtype_of(v, a)
+            return f"_float_remainder(libdevice.fmod({a[0]}, {a[1]}), {a[1]})"
         if name == "fmod" and floating:
             q = f"({a[0]} / {a[1]})"
             rest = f"({a[0]} - tl.where({q} >= 0, tl.floor({q}), tl.ceil({q})) * {a[1]})"
@@ -280,6 +283,13 @@ class TritonPrinter(CSEPrinter):
             self.lines.append(line)
 
 
+def _in_dtype_of(v: Value, operands: list[str]) -> list[str]:
+    """The operands of a libdevice call, each in the op's register dtype (a literal made a block)."""
+    want = register_dtype(v.dtype)
+    return [f"tl.full([], {t}, {want})" if isinstance(x, Constant)
+            else t if register_dtype(x.dtype) == want else f"{t}.to({want})" for t, x in zip(operands, v.args)]
+
+
 def _nonzero_constant(value: Value) -> bool:
     return isinstance(value, Constant) and value.value != 0
 
@@ -307,6 +317,11 @@ def _int_truncdiv(a, b):
 @triton.jit
 def _int_remainder(a, b):
     return a - _int_floordiv(a, b) * b
+
+
+@triton.jit
+def _float_remainder(truncated, b):
+    return tl.where((truncated != 0) & ((truncated < 0) != (b < 0)), truncated + b, truncated)
 
 
 @triton.jit
