@@ -476,8 +476,8 @@ def test_float32_binary_functions_keep_subnormal_values_on_the_gpu():
 
 def test_float_remainder_with_a_large_quotient_is_eagers_on_the_gpu():
     """remainder(a, b) as eager's CUDA kernel computes it, fmod moved by b where the signs differ; the
-    quotient formula a - floor(a / b) * b lost every digit at remainder(1e30, 3.0) and gave inf at
-    remainder(-1, 1e-39), where a / b overflows."""
+    quotient formula a - floor(a / b) * b rounds a / b (wrong digits where it is large, as
+    remainder(12345678.9, -0.1)) and gave inf at remainder(-1, 1e-39), where a / b overflows."""
     a = torch.tensor([1e30, -1e30, 12345678.9, -1.0, 7.5, -7.5, 0.0, -0.0, float("inf")], device="cuda")
     b = torch.tensor([3.0, 3.0, -0.1, 1e-39, -2.0, 2.0, -3.0, 3.0, 2.0], device="cuda")
 

@@ -189,8 +189,8 @@ class TritonPrinter(CSEPrinter):
             return f"_pow({a[0]}, {a[1]})" if floating else f"_int_pow({a[0]}, {a[1]})"
         if name == "remainder" and floating and not self.interpret:
             # As eager's CUDA kernel: fmod, moved by the divisor where its sign differs from the
-            # divisor's. The quotient formula a - floor(a / b) * b loses every digit where a / b is large
-            # (remainder(1e30, 3.0)) and gives inf where it overflows (remainder(-1, 1e-39)).
+            # divisor's. The quotient formula a - floor(a / b) * b rounds a / b first (wrong digits where
+            # it is large) and gives inf where it overflows (remainder(-1, 1e-39)).
             a = _in_dtype_of(v, a)
             return f"_float_remainder(libdevice.fmod({a[0]}, {a[1]}), {a[1]})"
         if name == "fmod" and floating:
