@@ -10,7 +10,8 @@
 #     ZOO_ARGS="--no-inductor --mask with" passes more of its options)
 #   BENCH=1 BENCH_ONLY=gpt_block BENCH_T=300   python -m compiler_core.bench --device cuda (all workloads by default)
 #   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
-#   DECODE=1 DECODE_T=300            scripts/decode_bench.py --device cuda: one generated token, KV caches
+#   DECODE=1 DECODE_T=300 DECODE_ONLY=position_cache_attention   scripts/decode_bench.py --device cuda: one
+#                                    generated token, KV caches (all rows by default)
 #   FUZZ=1 FUZZ_SEEDS=0-149 FUZZ_ARGS=--train FUZZ_T=200   tests/fuzz_programs.py --device cuda (random programs)
 set -uo pipefail
 out=${OUT:-build/gpu}
@@ -46,7 +47,7 @@ done
 [ -n "${MODELS:-}" ] && stage zoo "${MODELS_T:-300}" python3 -m tests.models --device cuda --only "$MODELS" --dtype "${MODELS_DTYPE:-fp32,bf16}" --modes "${MODES:-inference}" --repeats "${REPEATS:-5}" --json "$out/zoo.json" ${ZOO_ARGS:-}
 [ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json" ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 [ -n "${FUZZ:-}" ] && stage fuzz "${FUZZ_T:-200}" python3 tests/fuzz_programs.py --device cuda --seeds "${FUZZ_SEEDS:-0-149}" --lines 14 ${FUZZ_ARGS:-}
-[ -n "${DECODE:-}" ] && stage decode "${DECODE_T:-300}" python3 scripts/decode_bench.py --device cuda --json "$out/decode-cuda.json"
+[ -n "${DECODE:-}" ] && stage decode "${DECODE_T:-300}" python3 scripts/decode_bench.py --device cuda --json "$out/decode-cuda.json" ${DECODE_ONLY:+--only "$DECODE_ONLY"}
 if [ -n "${PROFILE:-}" ]; then
   for w in ${PROFILE//,/ }; do
     stage "profile-$w" "${PROFILE_T:-200}" python3 scripts/profile_workload.py "$w" --device cuda
