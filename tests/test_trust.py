@@ -1,6 +1,7 @@
 """No silent wrong answers: storages and aliases in the memory plan, the memory checking mode, and
 hygienic host programs (issue: one storage handed to two live tensors; FX names shadowing helpers)."""
 
+import math
 from types import SimpleNamespace
 
 import pytest
@@ -334,6 +335,35 @@ def test_gpu_kernels_are_compiled_without_fma_contraction():
         kernel = generate_triton_kernel(plan, interpret=False)
         assert all(config.get(name) is False for config in kernel.config_space for name in options), \
             kernel.config_space
+
+
+_DIVIDENDS = [1.0, -1.0, 7.0, 0.3, 1e30, -0.0, 0.0, 5.0, 12345678.9, 3.5, -3.5, math.inf, -math.inf, math.nan, 1e-3]
+_DIVISORS = [0.1, -0.1, 0.7, 3.0, -2.0, 0.0, -0.0, 1e-7, math.inf, -math.inf, math.nan, 1e-3]
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_floor_division_remainder_and_fmod_of_floats_are_atens_bit_for_bit(backend, dtype):
+    """ATen computes floor division, remainder and fmod of floats from the exact fmod; formulas through
+    a / b round the quotient first: our floor_divide(1.0, 0.1) gave 10 (ATen: 9, as 0.1f is above 1/10),
+    Triton's remainder(1.0, 0.1) 0 (ATen: 0.0999...). Every pair of a grid of dividends and divisors
+    (zeros of both signs, infinities, NaN, quotients that round to an integer or overflow), compared
+    bit for bit with the sign of zero. Left out: divisors that make a / b overflow (1e30 / 1e-300, any
+    float32 subnormal), where eager's vectorised fmod gives NaN and its scalar tail C's value, by
+    position; ours is C's."""
+    a = torch.tensor([x for x in _DIVIDENDS for _ in _DIVISORS], dtype=dtype)
+    b = torch.tensor([y for _ in _DIVIDENDS for y in _DIVISORS], dtype=dtype)
+
+    def fn(a, b):
+        return (torch.floor_divide(a, b), torch.div(a, b, rounding_mode="trunc"), torch.remainder(a, b),
+                torch.fmod(a, b), torch.remainder(a, 0.1), torch.floor_divide(a, 0.1))
+
+    compiled = cc.compile(fn, backend=backend)
+    for got, expected in zip(compiled(a, b), fn(a, b)):
+        same = ((got == expected) & (got.signbit() == expected.signbit())) | (got.isnan() & expected.isnan())
+        wrong = (~same).nonzero().flatten()[:5].tolist()
+        assert same.all(), [(a[i].item(), b[i].item(), got[i].item(), expected[i].item()) for i in wrong]
+    assert compiled.session.stats["fallback_graphs"] == 0 and not compiled.session.stats["fallback_ops"]
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])

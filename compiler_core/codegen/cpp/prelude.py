@@ -87,7 +87,17 @@ static inline int64_t checked_position_if(bool live, int64_t i, int64_t size, in
   return live ? checked_position(i, size, error, wrap) : 0;
 }
 template <typename T> static inline T floordiv(T a, T b) {
-  if constexpr (std::is_floating_point_v<T>) { return std::floor(a / b); }
+  if constexpr (std::is_floating_point_v<T>) {
+    // ATen's floor division of floats, from the exact remainder: floor(a / b) rounds a / b first
+    // (floor_divide(1.0, 0.1) is 9, as 0.1f is above 1/10, though 1.0f / 0.1f rounds to 10).
+    if (b == 0) return a / b;
+    const T mod = std::fmod(a, b);
+    T div = (a - mod) / b;
+    if (mod != 0 && ((b < 0) != (mod < 0))) div -= T(1);
+    if (div == 0) return std::copysign(T(0), a / b);
+    const T floored = std::floor(div);
+    return div - floored > T(0.5) ? floored + T(1) : floored;
+  }
   else {
     if (b == 0) { flag_zero_division(); return 0; }
     T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;

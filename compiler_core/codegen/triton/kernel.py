@@ -187,17 +187,18 @@ class TritonPrinter(CSEPrinter):
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
                  for t, x in zip(a, v.args)]
             return f"_pow({a[0]}, {a[1]})" if floating else f"_int_pow({a[0]}, {a[1]})"
-        if name == "remainder" and floating and not self.interpret:
-            # As eager's CUDA kernel: fmod, moved by the divisor where its sign differs from the
-            # divisor's. The quotient formula a - floor(a / b) * b rounds a / b first (wrong digits where
-            # it is large) and gives inf where it overflows (remainder(-1, 1e-39)).
+        if name in ("floordiv", "remainder", "fmod") and floating:
+            # As ATen's floating kernels (CPU and CUDA alike), all three from the exact fmod: C's fmod
+            # is libdevice's on a GPU and numpy's behind the interpreter's `%`. Formulas through a / b
+            # round the quotient first: floor_divide(1.0, 0.1) gave 10 (ATen: 9, as 0.1f is above 1/10),
+            # remainder(1.0, 0.1) 0 (ATen: 0.0999...), remainder(-1, 1e-39) inf where a / b overflows.
             a = _in_dtype_of(v, a)
-            return f"_float_remainder(libdevice.fmod({a[0]}, {a[1]}), {a[1]})"
-        if name == "fmod" and floating:
-            q = f"({a[0]} / {a[1]})"
-            rest = f"({a[0]} - tl.where({q} >= 0, tl.floor({q}), tl.ceil({q})) * {a[1]})"
-            # fmod(finite a, +-inf) is a: the quotient formula would give NaN
-            return f"tl.where(tl.abs({a[1]}) == float('inf'), {a[0]} + 0.0 * tl.abs({a[0]}), {rest})"
+            exact = f"({a[0]} % {a[1]})" if self.interpret else f"libdevice.fmod({a[0]}, {a[1]})"
+            if name == "fmod":
+                return exact
+            if name == "remainder":
+                return f"_float_remainder({exact}, {a[1]})"
+            return f"_float_floordiv({a[0]}, {a[1]}, {exact})"
         # A literal has no `.to` in Triton: its sign bit is known here.
         constant_sign = [math.copysign(1.0, float(x.value)) < 0 if isinstance(x, Constant) else None for x in v.args]
         if name == "signbit" and constant_sign[0] is not None:
@@ -265,13 +266,9 @@ class TritonPrinter(CSEPrinter):
         if name == "sign":  # two comparisons, as ATen's: NaN and -0.0 give 0
             return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
         if name in ("floordiv", "truncdiv", "remainder", "fmod"):
-            if floating:
+            if floating:  # truncdiv: ATen's is trunc(a / b)
                 q = f"({a[0]} / {a[1]})"
-                if name == "floordiv":
-                    return f"tl.floor({q})"
-                if name == "truncdiv":
-                    return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
-                return f"({a[0]} - tl.floor({q}) * {a[1]})"
+                return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
             if self.interpret and not _nonzero_constant(v.args[1]):
                 self._check_divisor(a[1])
             return f"_int_{name}({a[0]}, {a[1]})"
@@ -321,7 +318,20 @@ def _int_remainder(a, b):
 
 @triton.jit
 def _float_remainder(truncated, b):
+    # truncated = fmod(a, b), moved by b where its sign differs from b's
     return tl.where((truncated != 0) & ((truncated < 0) != (b < 0)), truncated + b, truncated)
+
+
+@triton.jit
+def _float_floordiv(a, b, truncated):
+    # ATen's floor division of floats: (a - fmod(a, b)) / b is an integer up to rounding, one less where
+    # the remainder's sign differs from b's, rounded to the nearest integer; zero keeps a / b's sign.
+    div = (a - truncated) / b
+    div = tl.where((truncated != 0) & ((truncated < 0) != (b < 0)), div - 1.0, div)
+    floored = tl.floor(div)
+    floored = tl.where(div - floored > 0.5, floored + 1.0, floored)
+    quotient = a / b
+    return tl.where(b == 0, quotient, tl.where(div != 0, floored, quotient * 0.0))
 
 
 @triton.jit
