@@ -474,19 +474,21 @@ def test_float32_binary_functions_keep_subnormal_values_on_the_gpu():
         torch.testing.assert_close(got, expected, rtol=2e-6, atol=1.5e-45, equal_nan=True)
 
 
-def test_float_remainder_with_a_large_quotient_is_eagers_on_the_gpu():
-    """remainder(a, b) as eager's CUDA kernel computes it, fmod moved by b where the signs differ; the
+def test_float_remainder_and_floor_division_are_eagers_on_the_gpu():
+    """remainder(a, b) as eager's CUDA kernel computes it, fmod moved by b where the signs differ, and
+    floor division from the same fmod (floor_divide(1.0, 0.1) is 9, not floor(10.0)); the
     quotient formula a - floor(a / b) * b rounds a / b (wrong digits where it is large, as
     remainder(12345678.9, -0.1)) and gave inf at remainder(-1, 1e-39), where a / b overflows."""
     a = torch.tensor([1e30, -1e30, 12345678.9, -1.0, 7.5, -7.5, 0.0, -0.0, float("inf")], device="cuda")
     b = torch.tensor([3.0, 3.0, -0.1, 1e-39, -2.0, 2.0, -3.0, 3.0, 2.0], device="cuda")
 
     def fn(a, b):
-        return torch.remainder(a, b), torch.remainder(a, 3.0), torch.remainder(a.double(), b.double())
+        return (torch.remainder(a, b), torch.remainder(a, 3.0), torch.remainder(a.double(), b.double()),
+                torch.floor_divide(a, b), torch.floor_divide(torch.ones_like(a), 0.1), torch.fmod(a, b))
 
     for got, expected in zip(cc.compile(fn)(a, b), fn(a, b)):
         torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
-        assert torch.equal(got.signbit(), expected.signbit())
+        assert torch.equal(got.signbit() | got.isnan(), expected.signbit() | expected.isnan())
 
 
 def test_convolution_graphs_run_channels_last_on_the_gpu_on_request():
