@@ -15,6 +15,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import re
 import time
 import traceback
 import types
@@ -198,7 +199,7 @@ class CompiledFunction:
         self._pending: Optional[CompileSession] = None
         _compat.forget_compiled_code(fn)
         _compat.forget_automatic_dynamic(fn)
-        target = _own_call_frame(fn) if isinstance(fn, torch.nn.Module) else _with_own_code(fn)
+        target = _with_own_code(fn)
         self._dynamo_fn = torch.compile(target, backend=_outside_dynamo(self._backend), dynamic=options.dynamic)
         functools.update_wrapper(self, fn, updated=())
 
@@ -431,31 +432,37 @@ def _eagerly(gm: torch.fx.GraphModule) -> Callable[[list], Any]:
 _CALL_FRAMES = itertools.count()
 
 
-def _own_call_frame(fn: torch.nn.Module) -> Callable:
+def _own_call_frame(fn: Callable) -> Callable:
     """`fn(*args, **kwargs)` in a function with a code object of its own.
 
     Dynamo keeps its compiled graphs, and counts recompilations against `recompile_limit` (8), per
-    code object. torch.compile(module) calls every module through one shared wrapper frame, so the
-    ninth module compiled in a process (a notebook exploring model after model) ran in eager PyTorch,
-    and every one after it silently (functions sharing a code object likewise: _with_own_code). A
-    fresh code object per compile() gives each its own cache and its own 8 recompilations; the
-    frame's variable is still named `fn`, as in torch's wrapper, so graph input names (`l_fn_...`)
-    do not change."""
+    code object. torch.compile(module) calls every module through one shared wrapper frame, and
+    torch.compile(torch.sin) every builtin through another, so the ninth module or builtin compiled in
+    a process (a notebook exploring model after model) ran in eager PyTorch, and every one after it
+    silently; a builtin compiled a second time reused the first compile's graph, and its session
+    showed none. A fresh code object per compile() gives each its own cache and its own 8
+    recompilations; the frame's variable is still named `fn`, as in torch's wrapper, so graph input
+    names (`l_fn_...`) do not change."""
 
     def call_module(*args: Any, **kwargs: Any) -> Any:
         return fn(*args, **kwargs)
 
-    code = call_module.__code__.replace(co_name=f"call_{type(fn).__name__}_{next(_CALL_FRAMES)}")
+    name = re.sub(r"\W", "_", getattr(fn, "__name__", type(fn).__name__))
+    code = call_module.__code__.replace(co_name=f"call_{name}_{next(_CALL_FRAMES)}")
     return types.FunctionType(code, call_module.__globals__, code.co_name, None, call_module.__closure__)
 
 
 def _with_own_code(fn: Callable) -> Callable:
-    """A copy of a plain function with a code object of its own, for the same reason as
-    _own_call_frame: functions made by one `def` or `lambda` (in a loop, or a factory) share a code
-    object, and the ninth of them compiled ran in eager PyTorch. The copy keeps the file, lines, name,
-    globals, defaults and closure, so breaks and guards still point at the user's code."""
+    """fn with a code object of its own, for the reason _own_call_frame gives: functions made by one
+    `def` or `lambda` (in a loop, or a factory) share a code object, and so do a class's bound methods
+    (`compile(model.forward)` per model); the ninth of them compiled ran in eager PyTorch. A plain
+    function is copied with the file, lines, name, globals, defaults and closure kept, so breaks and
+    guards still point at the user's code; a bound method is bound again to such a copy; modules,
+    builtins and other callables are called from a frame of their own."""
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
+        return types.MethodType(_with_own_code(fn.__func__), fn.__self__)
     if not isinstance(fn, types.FunctionType):
-        return fn  # bound methods, callable objects: compiled as they are
+        return _own_call_frame(fn)
     copy = types.FunctionType(fn.__code__.replace(), fn.__globals__, fn.__name__, fn.__defaults__, fn.__closure__)
     copy.__kwdefaults__ = fn.__kwdefaults__
     copy.__qualname__, copy.__module__, copy.__doc__ = fn.__qualname__, fn.__module__, fn.__doc__

@@ -4,7 +4,9 @@ switches train/eval, and forwards attribute reads to the module it wraps."""
 from __future__ import annotations
 
 import copy
+import functools
 
+import pytest
 import torch
 
 import compiler_core as cc
@@ -148,3 +150,43 @@ def test_functions_sharing_one_code_object_all_compile():
     for i, f in enumerate(compiled):
         torch.testing.assert_close(f(x), torch.sin(x) + i)
         assert f.session.graphs and f.session.stats["kernel_count"] == 1, (i, f.session.messages)
+
+
+class _Scaled:
+    def __init__(self, k: float):
+        self.k = k
+
+    def scaled_sin(self, x):
+        return torch.sin(x) * self.k
+
+    def __call__(self, x):
+        return torch.cos(x) * self.k
+
+
+_BUILTINS = [torch.sin, torch.cos, torch.tan, torch.exp, torch.log1p, torch.erf, torch.tanh, torch.sigmoid,
+             torch.atan, torch.asinh, torch.expm1, torch.abs]
+
+
+@pytest.mark.parametrize("kind", ["builtin", "bound method", "callable object", "partial"])
+def test_every_kind_of_callable_compiles_past_the_recompile_limit_and_twice(kind):
+    # The whole class of the two tests above: whatever a compile() is given, its session must hold its
+    # own graphs. torch.compile(torch.sin) calls every builtin through one shared wrapper frame, and a
+    # class's bound methods share their function's code: the ninth builtin compiled ran in eager PyTorch
+    # with no word after the first, and a builtin compiled a second time reused the first compile's
+    # graph with an empty session.
+    x = torch.randn(6)
+    if kind == "builtin":
+        made = [(f, f) for f in _BUILTINS] + [(torch.sin, torch.sin)]  # the last: torch.sin again
+    elif kind == "bound method":
+        made = [(_Scaled(i).scaled_sin, _Scaled(i).scaled_sin) for i in range(12)]
+    elif kind == "callable object":
+        made = [(_Scaled(i), _Scaled(i)) for i in range(12)]
+    else:
+        made = [(functools.partial(torch.add, alpha=i), functools.partial(torch.add, alpha=i)) for i in range(12)]
+    for i, (fn, reference) in enumerate(made):
+        args = (x, x) if kind == "partial" else (x,)
+        compiled = cc.compile(fn, backend="cpp")
+        torch.testing.assert_close(compiled(*args), reference(*args), equal_nan=True)
+        session = compiled.session
+        assert session.graphs and session.stats["kernel_count"] == 1, (kind, i, session.messages)
+        assert not session.messages, session.messages
