@@ -47,7 +47,8 @@ UNARY = (
 BINARY = (
     "{a} + {b}", "{a} * {b}", "{a} - {b}", "{a} / ({b}.abs() + 1)", "torch.maximum({a}, {b})",
     "torch.minimum({a}, {b})", "torch.where({a} > {b}, {a}, {b})", "torch.atan2({a}, {b})",
-    "torch.lerp({a}, {b}, 0.25)", "({a} > {b}).float()",
+    "torch.lerp({a}, {b}, 0.25)", "({a} > {b}).float()", "torch.remainder({a} * 4, {b}.abs() + 0.1)",
+    "torch.fmod({a} * 4, {b}.abs() + 0.1)", "torch.floor_divide({a} * 4, {b}.abs() + 0.1)",
 )
 REDUCE = (
     "{a}.sum({d}, keepdim={k})", "{a}.mean({d}, keepdim={k})", "{a}.amax({d}, keepdim={k})",
