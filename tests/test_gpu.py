@@ -475,6 +475,21 @@ def test_float32_binary_functions_keep_subnormal_values_on_the_gpu():
         torch.testing.assert_close(got, expected, rtol=2e-6, atol=1.5e-45, equal_nan=True)
 
 
+def test_float32_division_square_root_exp_and_sigmoid_are_eagers_bit_for_bit_on_the_gpu():
+    """Triton's float32 `/` is div.full.f32: on an H100 our compiled x / y differed from eager's in
+    1,205,557 of 4,194,304 random pairs (the same through float64, rounded once: 0). Ours divide with
+    div_rn, take sqrt_rn, and call libdevice's expf as eager's kernels do; compared bit for bit."""
+    torch.manual_seed(0)
+    x, y = torch.randn(1 << 22, device="cuda"), torch.randn(1 << 22, device="cuda")
+
+    def fn(x, y):
+        return x / y, torch.sqrt(y.abs()), torch.exp(x * 8), torch.sigmoid(x * 4), torch.reciprocal(y)
+
+    for got, expected in zip(cc.compile(fn)(x, y), fn(x, y)):
+        differ = ~((got == expected) | (got.isnan() & expected.isnan()))
+        assert not differ.any(), f"{int(differ.sum())} of {got.numel()} differ"
+
+
 def test_float_remainder_and_floor_division_are_eagers_on_the_gpu():
     """remainder(a, b) as eager's CUDA kernel computes it, fmod moved by b where the signs differ, and
     floor division from the same fmod (floor_divide(1.0, 0.1) is 9, not floor(10.0)); the
