@@ -159,7 +159,7 @@ class TritonPrinter(CSEPrinter):
         name, a = v.op, args
         floating = v.dtype.is_floating_point
         if name == "truediv" and floating:
-            return _divide(a[0], a[1], v)
+            return _divide(v, a)
         if name in _INFIX:
             return f"({a[0]} {_INFIX[name]} {a[1]})"
         if name == "fused_multiply_add":
@@ -254,7 +254,7 @@ class TritonPrinter(CSEPrinter):
             # multiplying by -1 is exact and flips the sign of zero too.
             return f"({a[0]} * -1.0)" if floating else f"(-{a[0]})"
         if name == "reciprocal":
-            return _divide("1.0", a[0], v)
+            return _divide(v, a)
         if name in ("maximum", "minimum"):
             nan = ", propagate_nan=tl.PropagateNan.ALL" if floating else ""
             return f"tl.{name}({a[0]}, {a[1]}{nan})"
@@ -277,7 +277,7 @@ class TritonPrinter(CSEPrinter):
             return f"tl.where({a[0]} > 0, 1, tl.where({a[0]} < 0, -1, 0)).to({register_dtype(v.dtype)})"
         if name in ("floordiv", "truncdiv", "remainder", "fmod"):
             if floating:  # truncdiv: ATen's is trunc(a / b)
-                q = _divide(a[0], a[1], v)
+                q = _divide(v, a)
                 return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
             if self.interpret and not _nonzero_constant(v.args[1]):
                 self._check_divisor(a[1])
@@ -290,12 +290,17 @@ class TritonPrinter(CSEPrinter):
             self.lines.append(line)
 
 
-def _divide(dividend: str, divisor: str, v: Value) -> str:
-    """A float division rounded as IEEE (and eager) round it: Triton's `/` on float32 is div.full.f32,
-    within 2 ulp (on an H100, 29% of random quotients differed from eager's); div_rn is exact. float64's
-    `/` is IEEE already."""
-    if register_dtype(v.dtype) != "tl.float32":
+def _divide(v: Value, operands: list[str]) -> str:
+    """v's float division (a reciprocal when it has one operand) rounded as IEEE, and eager, round it:
+    Triton's `/` on float32 is div.full.f32, within 2 ulp (on an H100, 29% of random quotients
+    differed from eager's); div_rn is exact. float64's `/` is IEEE already, and an operand in float64
+    makes Triton divide in float64 (as C++ would); integers and literals are made float32 first."""
+    dividend, divisor = ("1.0", operands[0]) if len(operands) == 1 else operands
+    widths = {register_dtype(x.dtype) for x in v.args if not isinstance(x, Constant)}
+    if register_dtype(v.dtype) != "tl.float32" or "tl.float64" in widths:
         return f"({dividend} / {divisor})"
+    operands = _in_dtype_of(v, operands)
+    dividend, divisor = ("1.0", operands[0]) if len(operands) == 1 else operands
     return f"tl.math.div_rn({dividend}, {divisor})"
 
 
