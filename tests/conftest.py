@@ -22,6 +22,8 @@ from typing import Optional
 
 import pytest
 
+from compiler_core import _compat
+
 os.environ.setdefault("FCOMPILE_DEBUG", "memory")
 
 SWEEP = Path(__file__).with_name("opinfo_sweep.py")
@@ -51,7 +53,8 @@ class _SweepRun:
         self._err = tempfile.TemporaryFile(mode="w+")
         self.started = time.monotonic()
         self.process = subprocess.Popen(command, stdout=self._out, stderr=self._err, text=True, env=env,
-                                        cwd=SWEEP.parents[1], start_new_session=True)
+                                        cwd=SWEEP.parents[1], start_new_session=True,
+                                        preexec_fn=_compat.die_with_parent)
 
     def wait(self) -> subprocess.CompletedProcess:
         left = SWEEP_TIMEOUT_S - (time.monotonic() - self.started)

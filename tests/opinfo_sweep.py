@@ -53,6 +53,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import torch  # noqa: E402
 
 import compiler_core as cc  # noqa: E402
+from compiler_core import _compat  # noqa: E402
 
 # Dynamo times each new graph's guards once, after flushing the CPU cache (a metric only, logged and
 # never acted on): 22 ms of every compile on the 2-core CPU machine, and the sweep compiles every
@@ -414,7 +415,8 @@ def main() -> None:
     # (runtime/parallel_compile.py) would start a dozen more in each.
     env = {**os.environ, "FCOMPILE_COMPILE_WORKERS": os.environ.get("FCOMPILE_COMPILE_WORKERS", "0")}
     workers = [subprocess.Popen([sys.executable, __file__, "--shard", f"{i}/{args.workers}", *flags],
-                                stdout=subprocess.PIPE, text=True, env=env) for i in range(args.workers)]
+                                stdout=subprocess.PIPE, text=True, env=env, preexec_fn=_compat.die_with_parent)
+               for i in range(args.workers)]
     rows = []
     for w in workers:
         out, _ = w.communicate()
