@@ -14,6 +14,8 @@ from typing import Any, Callable, Optional
 
 import torch
 
+from compiler_core.runtime import llvm_options
+
 
 def _prepare_triton_interpreter() -> None:
     """Without a GPU, generated Triton can only run in the interpreter, and Triton decides that for
@@ -433,6 +435,8 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
             os.environ["TRITON_INTERPRET"] = "1"
             if knobs is not None:
                 knobs.runtime.interpret = True
+        else:
+            llvm_options.libdevice_with_ieee_square_roots()
         # Triton's JIT reads kernel source through inspect/linecache: register the text.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}

@@ -2,6 +2,7 @@
 the groups between a pair (issue 6, item 7). Timed on CPU time of this process, so a busy machine
 slows the test without failing it."""
 
+import dataclasses
 import time
 
 import pytest
@@ -54,19 +55,58 @@ def _schedule_seconds(loops) -> float:
     return best
 
 
+@dataclasses.dataclass(frozen=True)
+class _Node:
+    name: str
+    args: tuple
+
+
+def _reference_work() -> int:
+    """Pure Python of the scheduler's kind: small frozen objects, dicts by name, hashing."""
+    nodes, previous = {}, ()
+    for i in range(60000):
+        node = _Node(f"n{i}", previous)
+        nodes[node.name] = node
+        previous = (node.name,) if i % 3 else ()
+    users: dict[str, list[str]] = {}
+    for node in nodes.values():
+        for arg in node.args:
+            users.setdefault(arg, []).append(node.name)
+    return len(users) + len({hash((node.name, node.args)) for node in nodes.values()})
+
+
+# The reference work's best time on the 2-core development machine (0.097-0.100 s), where the
+# thousand-node schedule takes 0.50-0.52 s (2026-12-06, both at 85cb7ba and after).
+REFERENCE_SECONDS_HERE = 0.10
+
+
+def _machine_slowness() -> float:
+    """How much slower than the development machine this one runs Python now (never below 1): the CI
+    machine took 0.88 s for the schedule this machine does in 0.50, and failed a fixed bound."""
+    best = float("inf")
+    for _ in range(5):
+        start = time.process_time()
+        _reference_work()
+        best = min(best, time.process_time() - start)
+    return max(1.0, best / REFERENCE_SECONDS_HERE)
+
+
 @pytest.mark.slow
 def test_a_thousand_node_graph_schedules_within_a_second_and_scales_linearly():
     small, large = _loops(10), _loops(20)
     assert len(large.nodes) >= 1000, len(large.nodes)
     small_s, large_s = _schedule_seconds(small), _schedule_seconds(large)
+    slowness = _machine_slowness()
     # Issue 6 asks for 0.5 s. Measured on the 2-core machine with the test suite running beside it:
     # 0.60 s before candidate plans shared their recomputed producers and skipped parameter naming
     # (kernel_plan.build_kernel_plan), 0.43 s after. Later passes brought it to 0.56-0.76 s (a CI run
     # failed at 0.76), half of it the cyclic collector: every candidate plan's trees hung on closures
     # that called themselves, and each collection walked torch's 400,000 objects. With no cycles and
     # the collector paused (gc_pause.py), 16 interleaved runs: min 0.47 s, median 0.55 s, where the
-    # same code without the pause gave 0.66 and 0.91. The bound leaves room for a busier machine.
-    assert large_s < 0.75, f"{len(large.nodes)} loop nodes scheduled in {large_s:.2f} s"
+    # same code without the pause gave 0.66 and 0.91. The bound leaves room for a busier machine, and
+    # grows with a slower one (measured by the same kind of Python work).
+    assert large_s < 0.75 * slowness, (f"{len(large.nodes)} loop nodes scheduled in {large_s:.2f} s on a machine "
+                                       f"{slowness:.2f}x slower than the development machine")
     assert large_s < 2.5 * small_s, f"twice the nodes took {large_s / small_s:.1f}x the time"
 
 

@@ -342,8 +342,12 @@ def test_gpu_kernels_divide_and_take_square_roots_as_ieee_and_eager_do():
     quotients differed from eager's) and tl.sqrt is sqrt.approx.f32; eager's CUDA kernels round both as
     IEEE. Our kernels' PTX, compiled for sm_90 without a GPU, must hold neither: every GPU compile
     check (random programs, OpInfo with --gpu-source) reports them as errors, and these ops cover the
-    printer's divisions (ops, reciprocal, Welford's mean, floor division's helpers) and square roots."""
+    printer's divisions (ops, reciprocal, Welford's mean, floor division's helpers, the polynomial
+    recurrence) and square roots, with libdevice's functions that take square roots inside (hypot,
+    complex abs, acosh, asinh: linked with __CUDA_PREC_SQRT=1, as nvcc links them for eager; the fresh-
+    clone CI's OpInfo sweep found them approximate)."""
     from compiler_core.codegen.triton.ahead import INEXACT_INSTRUCTIONS, compile_for_gpu, nvidia_target_available
+    from compiler_core.codegen.triton.kernel import LIBDEVICE_NOTE, generate_triton_kernel
     from compiler_core.codegen.wrapper import kernel_plans_with_passes
 
     if not nvidia_target_available():
@@ -353,7 +357,9 @@ def test_gpu_kernels_divide_and_take_square_roots_as_ieee_and_eager_do():
     def fn(x, y):
         return (x / y, torch.sqrt(y), torch.sigmoid(x), x.softmax(-1), torch.nn.functional.layer_norm(x, (32,)),
                 x.var(1), torch.reciprocal(y), torch.floor_divide(x, y), torch.div(x, y, rounding_mode="trunc"),
-                torch.nn.functional.normalize(x, dim=1), x.bfloat16() / y.bfloat16(), torch.exp(x))
+                torch.nn.functional.normalize(x, dim=1), x.bfloat16() / y.bfloat16(), torch.exp(x),
+                torch.hypot(x, y), torch.complex(x, y).abs(), torch.asinh(x), torch.acosh(y + 1.0),
+                torch.special.chebyshev_polynomial_t(x, 5))
 
     compiled = cc.compile(fn, backend="triton")
     for got, expected in zip(compiled(x, y), fn(x, y)):
@@ -362,6 +368,10 @@ def test_gpu_kernels_divide_and_take_square_roots_as_ieee_and_eager_do():
              for plan, _ in kernel_plans_with_passes(rec.loops, rec.schedule, rec.memory, "triton")]
     assert plans and compile_for_gpu(plans) == [None] * len(plans)
     assert "div.full.f32" in INEXACT_INSTRUCTIONS and "sqrt.approx.f32" in INEXACT_INSTRUCTIONS
+    # Triton's on-disk cache keys a kernel by its text, not LLVM's options: the note in the text keeps a
+    # binary linked with approximate square roots (before the option, or elsewhere) from being reused.
+    gpu_sources = [generate_triton_kernel(plan, interpret=False).source for plan in plans]
+    assert any(source.count(LIBDEVICE_NOTE) == 1 for source in gpu_sources)
 
 
 _DIVIDENDS = [1.0, -1.0, 7.0, 0.3, 1e30, -0.0, 0.0, 5.0, 12345678.9, 3.5, -3.5, math.inf, -math.inf, math.nan, 1e-3]

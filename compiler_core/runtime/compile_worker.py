@@ -21,6 +21,7 @@ whole compiler and torch first). It imports Triton only: about 0.3 s to start.
 
 from __future__ import annotations
 
+import functools
 import json
 import linecache
 import os
@@ -61,9 +62,22 @@ def _namespace(job: dict, modules: dict[str, dict]) -> dict[str, Any]:
         # Triton's JIT reads kernel source through inspect/linecache: register the text under its name.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}  # as the parent execs it
+        _llvm_options().libdevice_with_ieee_square_roots()  # as the parent compiles: libdevice as eager's
         exec(compile(source, filename, "exec"), namespace)  # our generated kernels
         modules[key] = namespace
     return modules[key]
+
+
+@functools.lru_cache(maxsize=None)
+def _llvm_options() -> Any:
+    """runtime/llvm_options.py, loaded by path: importing it as compiler_core's would import torch."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("fcompile_llvm_options",
+                                                  os.path.join(os.path.dirname(__file__), "llvm_options.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def _compile(job: dict, modules: dict[str, dict]) -> None:

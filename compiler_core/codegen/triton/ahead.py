@@ -97,6 +97,9 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
+    from compiler_core.runtime import llvm_options
+
+    llvm_options.libdevice_with_ieee_square_roots()  # as the runtime compiles (a process-wide option)
     errors: list[str | None] = []
     for job in jobs:
         filename = f"<gpu source of {job['kernel']}>"

@@ -40,6 +40,7 @@ from compiler_core.ir.values import (
     subs_index,
     walk,
 )
+from compiler_core.runtime import llvm_options
 from compiler_core.schedule import plan_passes
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
@@ -60,6 +61,9 @@ ASSERT_OPTIONS = _compat.triton_assert_options()  # Triton compile options keepi
 EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
 PERSISTENT_MAX_RBLOCK = plan_passes.PERSISTENT_MAX_RBLOCK
 LOOPED_RBLOCK = 2048
+
+# runtime/llvm_options.py: libdevice's functions take IEEE square roots inside, as eager's (nvcc's) do.
+LIBDEVICE_NOTE = "libdevice linked with IEEE square roots (__CUDA_PREC_SQRT=1), as nvcc links it for eager"
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|", "logical_xor": "!=",
@@ -499,7 +503,7 @@ def _recurrence(x, n, p, q, a1, a0, b1, b0, c1, c0, d1, d0):
     for k in range(1, tl.max(degree)):
         kk = zero + k
         r = ((a1 * kk + a0) * x + (b1 * kk + b0)) * q - (c1 * kk + c0) * p
-        r = r / (d1 * kk + d0)
+        r = _divide_ieee(r, d1 * kk + d0)
         live = k < degree
         p, q = tl.where(live, q, p), tl.where(live, r, q)
     return tl.where(degree < 1, p, q)
@@ -720,6 +724,7 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
     kernel = _generate_triton_kernel(plan, interpret, aliased)
     if interpret:
         return kernel
+    kernel = _with_libdevice_note(kernel)
     # Triton drops device_assert unless the kernel is compiled with assertions on; its integer-overflow
     # checks, which debug also turns on, stay off (they would guard every index computation).
     # The options travel in each launch config, so the host program and autotuning pass them alike.
@@ -729,6 +734,26 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
     split = kernel.split and dataclasses.replace(kernel.split, row_config={**kernel.split.row_config, **options})
     return dataclasses.replace(kernel, config_space=tuple({**c, **options} for c in kernel.config_space),
                                split=split or None)
+
+
+def _with_libdevice_note(kernel: KernelSource) -> KernelSource:
+    """Each function that calls libdevice says, first in its body, how libdevice is linked. The line also
+    keys Triton's on-disk cache, which sees a function's text but not LLVM's options: a binary linked
+    with approximate square roots (an older fcompile, or a Triton without the option) is not reused."""
+    if "libdevice." not in kernel.source or not llvm_options.ieee_square_roots_supported():
+        return kernel
+    lines = kernel.source.split("\n")
+    starts = [i for i, line in enumerate(lines) if line.startswith("def ")] + [len(lines)]
+    out, after = lines[:starts[0]], []  # after: 1-based numbers of the lines a note follows
+    for start, end in zip(starts, starts[1:]):
+        body = lines[start:end]
+        out.append(body[0])
+        if any("libdevice." in line for line in body):
+            out.append(f"    # {LIBDEVICE_NOTE}")
+            after.append(start + 1)
+        out += body[1:]
+    origins = tuple((n + sum(n > k for k in after), names) for n, names in kernel.line_origins)
+    return dataclasses.replace(kernel, source="\n".join(out), line_origins=origins)
 
 
 def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozenset[str]) -> KernelSource:
