@@ -162,6 +162,39 @@ def test_complex_roots_and_logarithms_match_c_at_their_edges(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_log1p_and_expm1_match_eager_near_zero_and_at_their_edges(backend):
+    """log1p and expm1 of complex values as ATen's CPU kernels take them (c10's formulas: log u * z /
+    (u - 1) with u = 1 + z, and expm1(x) cos y - 2 sin(y/2)^2 + i e^x sin y), which ran in PyTorch before:
+    small parts (where 1 + z rounds z away), |1 + z| near 1 (where log|u| needs glibc's care:
+    complex128 log1p of 1.4e-6 + 0.007i was 4e-13 off, relative, with log(hypot)), zeros, infinities,
+    NaN. Triton's interpreter composes atan2 to about 1e-7, so its complex128 tolerance is float32's."""
+    edges = [0.0, -0.0, 1e-30, -1.0, -1.0 + 1e-7, 0.4, -0.5, 2.0, 1e30, 100.0, -100.0, float("inf"),
+             float("-inf"), float("nan")]
+    grid = [complex(a, b) for a in edges for b in edges]
+    generator = torch.Generator().manual_seed(0)
+    scales = torch.logspace(-8, 3, 600, dtype=torch.float64)
+    near_zero = torch.complex(torch.randn(600, dtype=torch.float64, generator=generator) * scales,
+                              torch.randn(600, dtype=torch.float64, generator=generator) * scales.flip(0))
+    z = torch.cat([torch.tensor(grid, dtype=torch.complex128), near_zero])
+
+    def fn(z, w):
+        return torch.log1p(z), torch.expm1(z), torch.log1p(w), torch.expm1(w)
+
+    w = z.to(torch.complex64)
+    compiled = cc.compile(fn, backend=backend)
+    edge = slice(0, len(grid))
+    for got, want in zip(compiled(z, w), _c_reference(fn, z, w)):
+        got, want = torch.view_as_real(got), torch.view_as_real(want)
+        single = want.dtype == torch.float32 or backend == "triton"
+        rtol = 2e-6 if single else 1e-13
+        torch.testing.assert_close(got[edge], want[edge], rtol=rtol, atol=0, equal_nan=True)
+        # Near zero, float32's own cancellation in expm1's real part (e^x - 1 against 2 sin(y/2)^2, each
+        # rounded) leaves an ulp of the terms, not of the result: an allowance at the terms' scale.
+        torch.testing.assert_close(got[len(grid):], want[len(grid):], rtol=rtol, atol=1e-10 if single else 0)
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_complex_exponential_trigonometric_and_hyperbolic_functions_match_c_at_their_edges(backend):
     """exp, sin, cos, tan, sinh, cosh and tanh of complex values as glibc's cexp ... ctanh give them
     (exp(100 + 0j) in complex64 once gave (inf, NaN), not (inf, 0)): zero

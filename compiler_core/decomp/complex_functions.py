@@ -85,26 +85,116 @@ _LOG_BASES = {aten.log2: math.log(2.0), aten.log10: math.log(10.0)}
 
 @_rule(aten.log, aten.log2, aten.log10)
 def _log(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
-    # log z = log|z| + i arg z, as libstdc++ writes it (glibc's clog is more careful where |z| is near 1:
-    # the same within float rounding there); log2 and log10 divide both parts by the base's log.
+    """log z = log|z| + i arg z as glibc's clog takes it; log2 and log10 divide both parts by the base's
+    log. Complex64 in float64 (|z| of two float32 parts overflows only in float32)."""
     re, im = rw.parts(value)
     angle = rw.emit(aten.atan2.default, im, re)
-    if re.meta["val"].dtype == torch.float32:  # |z| of two float32 parts overflows only in float32
+    if re.meta["val"].dtype == torch.float32:
         wide = [rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im)]
-        magnitude = rw.emit(aten._to_copy.default, rw.emit(aten.log.default, rw.emit(aten.hypot.default, *wide)),
-                            dtype=torch.float32, suffix="_f32")
-    else:  # where |z| overflows with finite parts: log(|z / 2|) + log 2
-        length = rw.emit(aten.hypot.default, re, im)
-        halved = rw.add(rw.emit(aten.log.default, rw.emit(aten.hypot.default, rw.mul(re, 0.5), rw.mul(im, 0.5))),
-                        math.log(2.0))
-        finite = [rw.emit(aten.lt.Scalar, rw.emit(aten.abs.default, p), math.inf) for p in (re, im)]
-        overflowed = rw.emit(aten.logical_and.default, rw.emit(aten.isinf.default, length),
-                             rw.emit(aten.logical_and.default, *finite))
-        magnitude = rw.emit(aten.where.self, overflowed, halved, rw.emit(aten.log.default, length))
+        magnitude = rw.emit(aten._to_copy.default, _log_magnitude(rw, *wide), dtype=torch.float32, suffix="_f32")
+    else:
+        magnitude = _log_magnitude(rw, re, im)
     base = _LOG_BASES.get(node.target.overloadpacket)
     if base is not None:
         magnitude, angle = rw.div(magnitude, base), rw.div(angle, base)
     return rw.complex_of(node, magnitude, angle)
+
+
+_EPSILON = 2.0 ** -52  # float64's
+
+
+def _log_magnitude(rw: _Rewrite, re: Node, im: Node) -> Node:
+    """log|z| of float64 parts with glibc's care where |z| is near 1, where log(hypot(x, y)) keeps only
+    the digits of |z| - 1 that survived rounding |z| (log1p(1.4e-6 + 0.007i) had a real part 4e-13 off,
+    relative): with a the larger magnitude and b the smaller, log1p(b^2) / 2 where a is 1, and
+    log1p(a^2 + b^2 - 1) / 2 for a in [1/2, 2) as glibc chooses, a^2 + b^2 - 1 summed without rounding
+    error (two-products and two-sums) where it cancels. Elsewhere log|z|, as log(|z / 2|) + log 2 where
+    |z| overflows with finite parts."""
+    length = rw.emit(aten.hypot.default, re, im)
+    halved = rw.add(rw.emit(aten.log.default, rw.emit(aten.hypot.default, rw.mul(re, 0.5), rw.mul(im, 0.5))),
+                    math.log(2.0))
+    finite = [rw.emit(aten.lt.Scalar, rw.emit(aten.abs.default, p), math.inf) for p in (re, im)]
+    overflowed = rw.emit(aten.logical_and.default, rw.emit(aten.isinf.default, length),
+                         rw.emit(aten.logical_and.default, *finite))
+    result = rw.emit(aten.where.self, overflowed, halved, rw.emit(aten.log.default, length))
+
+    def both(*conditions: Node) -> Node:
+        out = conditions[0]
+        for c in conditions[1:]:
+            out = rw.emit(aten.logical_and.default, out, c)
+        return out
+
+    magnitudes = [rw.emit(aten.abs.default, p) for p in (re, im)]
+    a, b = rw.emit(aten.maximum.default, *magnitudes), rw.emit(aten.minimum.default, *magnitudes)
+    a_squared_minus_1 = rw.mul(rw.sub(a, 1.0), rw.add(a, 1.0))
+    b_squared = rw.mul(b, b)
+    half_log1p = lambda d: rw.mul(rw.emit(aten.log1p.default, d), 0.5)  # noqa: E731
+    in_upper = both(rw.emit(aten.gt.Scalar, a, 1.0), rw.emit(aten.lt.Scalar, a, 2.0), rw.emit(aten.lt.Scalar, b, 1.0))
+    upper = rw.add(a_squared_minus_1, rw.emit(aten.where.self, rw.emit(aten.ge.Scalar, b, _EPSILON), b_squared,
+                                              rw.mul(b, 0.0)))
+    below_one = both(rw.emit(aten.lt.Scalar, a, 1.0), rw.emit(aten.ge.Scalar, a, 0.5))
+    b_negligible = rw.emit(aten.lt.Scalar, b, _EPSILON / 2)
+    a_squared = rw.mul(a, a)
+    cancels = rw.emit(aten.ge.Scalar, rw.add(a_squared, b_squared), 0.5)
+    # The cases in glibc's order, the first that holds chosen: built from the last.
+    result = rw.emit(aten.where.self, both(below_one, cancels), half_log1p(_sum_of_squares_minus_one(rw, a, b)),
+                     result)
+    result = rw.emit(aten.where.self, both(below_one, b_negligible), half_log1p(a_squared_minus_1), result)
+    result = rw.emit(aten.where.self, in_upper, half_log1p(upper), result)
+    return rw.emit(aten.where.self, rw.emit(aten.eq.Scalar, a, 1.0), half_log1p(b_squared), result)
+
+
+def _sum_of_squares_minus_one(rw: _Rewrite, a: Node, b: Node) -> Node:
+    """a^2 + b^2 - 1 for a in [1/2, 1), rounded once at the end: each square as its rounded value and
+    the exact error (an FMA), the rounded parts added by two-sums, the small terms last. Exact steps
+    only, which no pass of ours reorders (schedule/simplify.py) and no compiler contracts."""
+    fma = torch.ops.fcompile.fused_multiply_add.default
+
+    def two_product(x: Node) -> tuple[Node, Node]:
+        high = rw.mul(x, x)
+        return high, rw.emit(fma, x, x, rw.neg(high))
+
+    def two_sum(x: Node, y: Any) -> tuple[Node, Node]:
+        total = rw.add(x, y)
+        y_part = rw.sub(total, x)
+        return total, rw.add(rw.sub(x, rw.sub(total, y_part)), rw.sub(y, y_part))
+
+    a_high, a_low = two_product(a)
+    b_high, b_low = two_product(b)
+    first, first_error = two_sum(a_high, -1.0)
+    second, second_error = two_sum(first, b_high)
+    return rw.add(second, rw.add(rw.add(first_error, second_error), rw.add(a_low, b_low)))
+
+
+@_rule(aten.log1p)
+def _log1p(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """log(1 + z) as ATen's CPU kernel takes it (c10's complex log1p, after numpy's): with u = z + 1, z
+    itself where u is exactly 1, log u where u - 1 gives z back, else log u * (z / (u - 1)), which puts
+    back the digits of z that z + 1 rounded away. (Eager's CUDA kernel uses another formula, within a
+    few ulp of this one.)"""
+    re, im = rw.parts(value)
+    shifted = rw.add(re, 1.0)
+    log_u = _log(rw, node, rw.complex_of(node, shifted, im))
+    back = rw.sub(shifted, 1.0)
+    scaled = _mul(rw, node, log_u, _div(rw, node, value, rw.complex_of(node, back, im)))
+    one = rw.emit(aten.logical_and.default, rw.emit(aten.eq.Scalar, shifted, 1.0), rw.emit(aten.eq.Scalar, im, 0.0))
+    exact = rw.emit(aten.logical_and.default, rw.emit(aten.eq.Tensor, back, re), rw.emit(aten.eq.Tensor, im, im))
+    parts = []
+    for z_part, log_part, scaled_part in zip((re, im), rw.parts(log_u), rw.parts(scaled)):
+        parts.append(rw.emit(aten.where.self, one, z_part, rw.emit(aten.where.self, exact, log_part, scaled_part)))
+    return rw.complex_of(node, *parts)
+
+
+@_rule(aten.expm1)
+def _expm1(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
+    """exp(z) - 1 as c10 computes it for both devices: (expm1(x) cos y - 2 sin(y/2)^2, exp(x) sin y), in
+    the parts' own dtype (the formula's NaN where exp(x) is infinite and sin y zero is eager's too)."""
+    re, im = rw.parts(value)
+    half_sine = rw.emit(aten.sin.default, rw.mul(im, 0.5))
+    out_re = rw.sub(rw.mul(rw.emit(aten.expm1.default, re), rw.emit(aten.cos.default, im)),
+                    rw.mul(rw.mul(half_sine, 2.0), half_sine))
+    out_im = rw.mul(rw.emit(aten.exp.default, re), rw.emit(aten.sin.default, im))
+    return rw.complex_of(node, out_re, out_im)
 
 
 @_rule(aten.sqrt, aten.rsqrt)

@@ -246,9 +246,9 @@ class TritonPrinter(CSEPrinter):
         if name == "tanh":
             return f"(2.0 * tl.sigmoid(2.0 * {a[0]}) - 1.0)"
         if name == "log1p":
-            return f"tl.log(1.0 + {a[0]})"
+            return f"_log1p({a[0]})"
         if name == "expm1":
-            return f"(tl.exp({a[0]}) - 1.0)"
+            return f"_expm1({a[0]})"
         if name == "trunc":
             return f"tl.where({a[0]} >= 0, tl.floor({a[0]}), tl.ceil({a[0]}))"
         if name == "round":
@@ -448,6 +448,27 @@ def _hypot(a, b):
     inf = float("inf")
     h = tl.where((x != x) | (y != y), x + y, h)
     return tl.where((x == inf) | (y == inf), inf, h)
+
+
+@triton.jit
+def _log1p(x):
+    # log(u) * x / (u - 1) with u = 1 + x: the digits of x that 1 + x rounded away come back (tl.log of
+    # 1 + x alone kept none of x = 1e-12); x itself where 1 + x is 1.
+    u = 1.0 + x
+    d = u - 1.0
+    r = tl.log(u) * (x / tl.where(d == 0, 1.0, d))
+    return tl.where(d == 0, x, tl.where(u == float("inf"), u, r))
+
+
+@triton.jit
+def _expm1(x):
+    # (u - 1) * x / log(u) with u = exp(x), the error of u cancelling out; x where u is 1, -1 where u - 1
+    # is -1, and inf for inf.
+    u = tl.exp(x)
+    d = u - 1.0
+    r = d * (x / tl.where(u == 1.0, 1.0, tl.log(u)))
+    r = tl.where(u == 1.0, x, tl.where(d == -1.0, -1.0, r))
+    return tl.where(u == float("inf"), u, r)
 
 
 @triton.jit
