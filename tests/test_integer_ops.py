@@ -64,3 +64,59 @@ def test_unpacking_four_bit_weights_is_one_kernel_and_exact(backend):
     got, expected = compiled(packed, scales, zeros), dequantize(packed, scales, zeros)
     assert torch.equal(got, expected)
     _all_ours(compiled.session)
+
+
+def _edge_pairs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """Every pair of the type's edges (its most negative value, -1, 0, 1, its largest...) and random values."""
+    info = torch.iinfo(dtype)
+    edges = [info.min, info.min + 1, -1 if info.min < 0 else 2, 0, 1, 6, 12, info.max]
+    a = torch.tensor([x for x in edges for _ in edges], dtype=dtype)
+    b = torch.tensor([y for _ in edges for y in edges], dtype=dtype)
+    generator = torch.Generator().manual_seed(1)
+    random = [torch.randint(info.min, info.max, (300,), dtype=dtype, generator=generator) for _ in range(2)]
+    random[1][::3] %= 60  # small divisors: long Euclid chains and common factors
+    return torch.cat([a, random[0]]), torch.cat([b, random[1]])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_integer_division_of_the_most_negative_value_by_minus_one_does_not_end_the_process(backend, dtype):
+    """x86's idiv traps on the most negative value over -1 (the quotient overflows) and the trap killed
+    the process (a user's notebook kernel) in our C++ kernels: remainder and fmod, which eager gives as
+    0, and floor division, which eager wraps. Now eager's values; trunc division, which traps in eager
+    itself, wraps as floor division does (compared with eager everywhere else)."""
+    a, b = _edge_pairs(dtype)
+    nonzero = b != 0  # a zero divisor raises eager's ZeroDivisionError: tests/test_bad_inputs.py
+    a, b = a[nonzero], b[nonzero]
+
+    def fn(a, b):
+        return a // b, torch.remainder(a, b), torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc")
+
+    compiled = cc.compile(fn, backend=backend)
+    floor, remainder, fmod, trunc = compiled(a, b)
+    assert torch.equal(floor, a // b) and torch.equal(remainder, torch.remainder(a, b))
+    assert torch.equal(fmod, torch.fmod(a, b))
+    traps = (a == torch.iinfo(dtype).min) & (b == -1) if dtype.is_signed else torch.zeros_like(a, dtype=torch.bool)
+    assert torch.equal(trunc[~traps], torch.div(a[~traps], b[~traps], rounding_mode="trunc"))
+    assert torch.equal(trunc[traps], a[traps])  # wrapped: -min is min
+    assert compiled.session.stats["fallback_ops"] == []
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
+def test_gcd_and_lcm_are_one_kernel_and_match_eager(backend, dtype):
+    """gcd (a primitive: ATen's Euclid on the magnitudes, a loop per element) and lcm from it (ATen's
+    |a / g * b|, in 32 bits for int8, int16 and uint8 as C++ promotes them: lcm(-100, 90) in int8 is
+    -124), which ran in eager before. The most negative int32 and int64 are left out of lcm, where
+    eager's own division traps (ours wraps)."""
+    a, b = _edge_pairs(dtype)
+    smallest = torch.iinfo(dtype).min
+    safe = ~((a == smallest) | (b == smallest)) if dtype in (torch.int32, torch.int64) else torch.ones_like(b) == 1
+
+    def fn(a, b, c, d):
+        return torch.gcd(a, b), torch.lcm(c, d)
+
+    compiled = cc.compile(fn, backend=backend)
+    for got, want in zip(compiled(a, b, a[safe], b[safe]), fn(a, b, a[safe], b[safe])):
+        assert torch.equal(got, want)
+    _all_ours(compiled.session)

@@ -59,6 +59,8 @@ POINTWISE: dict[str, tuple[int, str]] = {
                 "non-integer exponent); integer: exact, a negative exponent gives 1/a rounded toward zero"),
     "fmod": (2, "a - trunc(a / b) * b: result takes the sign of a, like torch.fmod and C fmod"),
     "copysign": (2, "|a| with the sign bit of b"),
+    "gcd": (2, "greatest common divisor of integers, ATen's Euclid on |a| and |b| (gcd(0, 0) = 0; the most "
+               "negative value keeps its sign, as std::abs leaves it)"),
     "signbit": (1, "the sign bit of a (true for -0.0 and negative NaN), a bool"),
     "bitwise_and": (2, "a & b on integers"),
     "bitwise_or": (2, "a | b on integers"),

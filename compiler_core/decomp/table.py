@@ -19,6 +19,7 @@ from compiler_core.decomp.arg_reductions import ARG_REDUCTIONS
 from compiler_core.decomp.artifacts import PrimGraph
 from compiler_core.decomp.asserts import ASSERTS
 from compiler_core.decomp.bessel import BESSEL
+from compiler_core.decomp.divisors import DIVISORS
 from compiler_core.decomp.foreach import foreach_decompositions
 from compiler_core.decomp.fused_multiply_add import fused_multiply_add  # noqa: F401 - registers the op
 from compiler_core.decomp.grid_sample import GRID_SAMPLE
@@ -125,7 +126,8 @@ def decomposition_table() -> dict:
     table = {**_compat.get_decompositions(DECOMPOSE), **MATMUL_WITH_EPILOGUE, **foreach_decompositions(),
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
-             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS, **PADDING}
+             **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS, **PADDING,
+             **DIVISORS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
@@ -210,7 +212,7 @@ POINTWISE_OPS = {
     aten.tan: "tan", aten.asin: "asin", aten.acos: "acos", aten.atan: "atan", aten.sinh: "sinh", aten.cosh: "cosh",
     aten.asinh: "asinh", aten.acosh: "acosh", aten.atanh: "atanh", aten.log2: "log2", aten.log10: "log10",
     aten.exp2: "exp2", aten.erfc: "erfc", aten.atan2: "atan2", aten.arctan2: "atan2", aten.hypot: "hypot",
-    aten.fmod: "fmod", aten.copysign: "copysign", aten.signbit: "signbit", aten.isinf: "isinf",
+    aten.fmod: "fmod", aten.gcd: "gcd", aten.copysign: "copysign", aten.signbit: "signbit", aten.isinf: "isinf",
     aten.isposinf: "isposinf", aten.isneginf: "isneginf", aten.fmax: "fmax", aten.fmin: "fmin",
     # index arithmetic: each output element reads one input element (masked where it may not exist)
     aten.cat: "cat", aten.constant_pad_nd: "constant_pad", aten.flip: "flip", aten.roll: "roll",

@@ -64,7 +64,7 @@ _STD_UNARY = {"exp": "std::exp", "log": "std::log", "log1p": "std::log1p", "expm
 _HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv": "fc::floordiv",
                   "truncdiv": "fc::truncdiv", "remainder": "fc::remainder", "fmod": "fc::fmod", "pow": "fc::pow",
                   "atan2": "std::atan2", "hypot": "std::hypot", "copysign": "std::copysign",
-                  "lshift": "fc::lshift", "rshift": "fc::rshift"}
+                  "lshift": "fc::lshift", "rshift": "fc::rshift", "gcd": "fc::gcd"}
 
 
 class CppPrinter(CSEPrinter):

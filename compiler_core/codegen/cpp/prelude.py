@@ -86,6 +86,22 @@ static inline int64_t checked_position(int64_t i, int64_t size, int error, bool 
 static inline int64_t checked_position_if(bool live, int64_t i, int64_t size, int error, bool wrap) {
   return live ? checked_position(i, size, error, wrap) : 0;
 }
+// Integer quotient and remainder for b != 0. x86's idiv traps on the most negative value divided by -1
+// (the quotient overflows), and the trap ends the process: there the quotient wraps (as ATen's floor
+// division gives it) and the remainder is 0 (ATen's remainder and fmod); eager's own trunc division
+// traps.
+template <typename T> static inline T int_quotient(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return static_cast<T>(std::make_unsigned_t<T>(0) - static_cast<std::make_unsigned_t<T>>(a));
+  }
+  return static_cast<T>(a / b);
+}
+template <typename T> static inline T int_remainder(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    if (b == -1) return 0;
+  }
+  return static_cast<T>(a % b);
+}
 template <typename T> static inline T floordiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     // ATen's floor division of floats, from the exact remainder: floor(a / b) rounds a / b first
@@ -100,24 +116,39 @@ template <typename T> static inline T floordiv(T a, T b) {
   }
   else {
     if (b == 0) { flag_zero_division(); return 0; }
-    T q = a / b; if ((a % b != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
+    T q = int_quotient(a, b); if ((int_remainder(a, b) != 0) && ((a < 0) != (b < 0))) q -= 1; return q;
   }
 }
 template <typename T> static inline T truncdiv(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::trunc(a / b); }
-  else { if (b == 0) { flag_zero_division(); return 0; } return a / b; }
+  else { if (b == 0) { flag_zero_division(); return 0; } return int_quotient(a, b); }
 }
 template <typename T> static inline T remainder(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) {
     T r = std::fmod(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
   } else {
     if (b == 0) { flag_zero_division(); return 0; }
-    T r = a % b; if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
+    T r = int_remainder(a, b); if (r != 0 && ((r < 0) != (b < 0))) r += b; return r;
   }
 }
 template <typename T> static inline T fmod(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { return std::fmod(a, b); }
-  else { if (b == 0) { flag_zero_division(); return 0; } return a % b; }
+  else { if (b == 0) { flag_zero_division(); return 0; } return int_remainder(a, b); }
+}
+// ATen's calc_gcd: Euclid's algorithm on the magnitudes. Negating goes through the unsigned type: the
+// most negative value stays itself (std::abs's wrap, defined here), so gcd(-128, 0) is -128 in int8.
+template <typename T> static inline T gcd(T a, T b) {
+  if constexpr (std::is_signed_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    if (a < 0) a = static_cast<T>(U(0) - static_cast<U>(a));
+    if (b < 0) b = static_cast<T>(U(0) - static_cast<U>(b));
+  }
+  while (a != 0) {
+    const T c = a;
+    a = int_remainder(b, a);
+    b = c;
+  }
+  return b;
 }
 // Shifts as ATen's: a shift amount below 0 or of the width or more is defined (0 to the left, the sign
 // fill to the right) where C++ leaves it undefined; a left shift goes through the unsigned type.

@@ -196,6 +196,10 @@ class TritonPrinter(CSEPrinter):
             return f"_atan2({a[0]}, {a[1]})"
         if name == "hypot":
             return f"_hypot({a[0]}, {a[1]})"
+        if name == "gcd":  # a loop (Euclid's): operands as blocks, as pow's
+            a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+                 for t, x in zip(a, v.args)]
+            return f"_int_gcd({a[0]}, {a[1]})"
         if name == "pow":
             # The helpers test their operands elementwise: give a scalar literal a (broadcastable) block.
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
@@ -321,10 +325,20 @@ def _nonzero_constant(value: Value) -> bool:
 
 HELPERS = '''
 @triton.jit
+def _int_quotient(a, safe):
+    # a // safe, its rounding corrected by the callers; the most negative value over -1 wraps, as on the
+    # CPU (the hardware's quotient overflows there: x86 traps, a GPU's is unspecified)
+    q = a // safe
+    if a.dtype.is_int_signed():
+        q = tl.where(safe == -1, 0 - a, q)
+    return q
+
+
+@triton.jit
 def _int_floordiv(a, b):
     # Correct the quotient with the remainder's sign, whatever rounding `//` uses on this target.
     safe = tl.where(b == 0, 1, b)
-    q = a // safe
+    q = _int_quotient(a, safe)
     r = a - q * safe
     q = tl.where((r != 0) & ((r < 0) != (safe < 0)), q - 1, q)
     return tl.where(b == 0, 0, q)
@@ -333,7 +347,7 @@ def _int_floordiv(a, b):
 @triton.jit
 def _int_truncdiv(a, b):
     safe = tl.where(b == 0, 1, b)
-    q = a // safe
+    q = _int_quotient(a, safe)
     r = a - q * safe
     q = tl.where((r != 0) & ((r < 0) != (a < 0)), q + 1, q)
     return tl.where(b == 0, 0, q)
@@ -374,6 +388,21 @@ def _float_floordiv(a, b, truncated):
 @triton.jit
 def _int_fmod(a, b):
     return a - _int_truncdiv(a, b) * b
+
+
+@triton.jit
+def _int_gcd(a, b):
+    # ATen's calc_gcd: Euclid's on the magnitudes (the most negative value stays itself, as std::abs
+    # leaves it), every lane stepping until the block's last is done; C's remainder (`%` floors in the
+    # interpreter).
+    zero = a * 0 + b * 0
+    a = tl.where(a < 0, zero - a, a) + zero
+    b = tl.where(b < 0, zero - b, b) + zero
+    while tl.max((a != 0).to(tl.int32)) > 0:
+        live = a != 0
+        divisor = tl.where(live, a, 1)
+        a, b = tl.where(live, _int_fmod(b, divisor), a), tl.where(live, divisor, b)
+    return b
 
 
 @triton.jit

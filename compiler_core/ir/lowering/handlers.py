@@ -43,7 +43,7 @@ HANDLERS: dict[str, Callable] = {
     "logical_or": logical("logical_or", 2), "isnan": isnan, "where": where_, "clamp": clamp,
     "maximum": relu_or_maximum, "pow": pow_, "fma": fma, "cast": cast_, "copy": copy_, "fill": fill_,
     "index": arange,
-    **{p: elementwise(p, 2) for p in ("atan2", "hypot", "fmod", "copysign")},
+    **{p: elementwise(p, 2) for p in ("atan2", "hypot", "fmod", "copysign", "gcd")},
     "fused_multiply_add": elementwise("fused_multiply_add", 3),
     **{p: elementwise(p, 1) for p in ("tan", "asin", "acos", "atan", "sinh", "cosh", "asinh", "acosh", "atanh",
                                         "log2", "log10", "exp2", "erfc")},

@@ -27,7 +27,7 @@ def elementwise(prim: str, arity: int) -> Callable:
         alpha = node.kwargs.get("alpha", 1)
         cdt = compute_dtype(val.dtype)
         if prim in ("floordiv", "truncdiv", "remainder", "maximum", "minimum", "add", "sub", "mul", "neg",
-                    "abs", "sign", "truediv", "fmod"):
+                    "abs", "sign", "truediv", "fmod", "gcd"):
             operand_dtype = cdt
         else:
             operand_dtype = cdt if cdt.is_floating_point else torch.float32
