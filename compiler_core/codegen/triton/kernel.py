@@ -303,13 +303,12 @@ def _divide(v: Value, operands: list[str]) -> str:
     Triton's `/` on float32 is div.full.f32, within 2 ulp (on an H100, 29% of random quotients
     differed from eager's); div_rn is exact. float64's `/` is IEEE already, and an operand in float64
     makes Triton divide in float64 (as C++ would); integers and literals are made float32 first."""
-    dividend, divisor = ("1.0", operands[0]) if len(operands) == 1 else operands
     widths = {register_dtype(x.dtype) for x in v.args if not isinstance(x, Constant)}
-    if register_dtype(v.dtype) != "tl.float32" or "tl.float64" in widths:
-        return f"({dividend} / {divisor})"
-    operands = _in_dtype_of(v, operands)
+    ieee = register_dtype(v.dtype) == "tl.float32" and "tl.float64" not in widths
+    if ieee:
+        operands = _in_dtype_of(v, operands)
     dividend, divisor = ("1.0", operands[0]) if len(operands) == 1 else operands
-    return f"tl.math.div_rn({dividend}, {divisor})"
+    return f"tl.math.div_rn({dividend}, {divisor})" if ieee else f"({dividend} / {divisor})"
 
 
 def _in_dtype_of(v: Value, operands: list[str]) -> list[str]:
