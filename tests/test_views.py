@@ -30,6 +30,7 @@ from explorer.views.compare import compare_model
 from explorer.views.kernels import FOLD_ABOVE
 from explorer.views.memory import memory_model
 from explorer.views.roofline import roofline_model
+from tests.machine_speed import machine_slowness
 
 
 def page_text(markup: str) -> str:
@@ -343,7 +344,8 @@ def test_a_gpt2_graph_renders_quickly_and_stays_navigable(gpt2_view):
     static = gpt2_view.html()
     seconds = time.perf_counter() - start
     print(f"GPT-2 (2 layers) views rendered in {seconds:.2f} s")
-    assert seconds < 10, f"rendering took {seconds:.1f} s (target 5 s; measured about 2 s on an idle 2-core CPU)"
+    assert seconds < 10 * machine_slowness(time.perf_counter), (
+        f"rendering took {seconds:.1f} s (target 5 s; measured about 2 s on an idle 2-core CPU)")
     graph, fusion = sections["Graph"], sections["Fusion"]
     assert "gpt2&lt;2 layers&gt;" in static and "gpt2<2" not in static  # the title is the user's: escaped
     # Collapse and expand by module, then by kernel.
@@ -615,7 +617,7 @@ def test_gpt2_training_views_build_in_seconds():
     seconds = time.perf_counter() - start
     print(f"GPT-2 training views (widget and static HTML) built in {seconds:.2f} s")
     # Target 5 s; measured about 3 s on a busy 2-core CPU. The margin is for slower machines.
-    assert seconds < 12, f"building took {seconds:.1f} s"
+    assert seconds < 12 * machine_slowness(time.perf_counter), f"building took {seconds:.1f} s"
     assert all(d.collapses for d in view.drawings["Fusion"] if len(d.graph.nodes) > 100)
 
 
@@ -654,7 +656,8 @@ def test_a_twelve_layer_gpt2_renders_within_seconds():
     static = view.html()
     seconds = time.perf_counter() - start
     print(f"GPT-2 (12 layers) views rendered in {seconds:.2f} s")
-    assert seconds < 12, f"rendering took {seconds:.1f} s (target 5 s; measured 1.1 s idle, 1.4-2 s beside a job)"
+    assert seconds < 12 * machine_slowness(time.perf_counter), (
+        f"rendering took {seconds:.1f} s (target 5 s; measured 1.1 s idle, 1.4-2 s beside a job)")
     assert "did not lay out" not in static and static.count('class="fxe-pic"') >= 4  # every drawing drawn
     assert "transformer.h.11" in static
 
@@ -683,7 +686,8 @@ def test_a_twelve_layer_gpt2_training_step_renders_within_seconds():
     print(f"GPT-2 (12 layers) training views (static HTML and widget) built in {seconds:.2f} s")
     # Measured on the 2-core CPU: 3.5-4 s idle, 5-7 s beside a job. About 0.5 s of it is one full garbage
     # collection that explore()'s allocations leave due; the render's first allocations set it off.
-    assert seconds < 12, f"building took {seconds:.1f} s (target 5 s; measured 3.5-4 s idle, 5-7 s beside a job)"
+    assert seconds < 12 * machine_slowness(time.perf_counter), (
+        f"building took {seconds:.1f} s (target 5 s; measured 3.5-4 s idle, 5-7 s beside a job)")
     # Every drawing drawn: the Fusion tab's overview and folded every-node picture of each large graph.
     assert "did not lay out" not in static and "could not draw" not in static
     fusion = view.sections["Fusion"]
