@@ -8,7 +8,8 @@ the kernel cache cold. The rest of the suite is mostly one Python thread (Dynamo
 scheduler), so in a full run each test marked `sweep` has its sweep started as the session starts, at
 low priority (nice 10), one kernel thread per process, beside the other tests; the test, moved to the
 end, collects what its sweep found. Run alone (`pytest tests/test_opinfo.py`) a sweep runs in the
-foreground."""
+foreground. Under pytest-xdist (`make test`: two processes) the sweep tests go first instead and each
+runs its sweep, niced, in the process that took it, while the other process runs the other tests."""
 
 import importlib.util
 import os
@@ -81,9 +82,22 @@ def _sweep_of(item) -> Optional[pytest.Mark]:
     return item.get_closest_marker("sweep")
 
 
+def _in_xdist_worker() -> bool:
+    return "PYTEST_XDIST_WORKER" in os.environ
+
+
 def pytest_collection_modifyitems(session, config, items):
     sweeps = [item for item in items if _sweep_of(item) is not None]
     if not sweeps or len(items) == len(sweeps) or importlib.util.find_spec("expecttest") is None:
+        return
+    if _in_xdist_worker():
+        # `make test` runs the suite in two pytest-xdist processes, each collecting every test (each
+        # would start every sweep), a file at a time (a module's fixtures built once): there the sweep
+        # tests' files go first instead, to whichever process is free, and the tests run their sweeps
+        # themselves (niced, as in the background) while the other process takes the other files.
+        for item in reversed(sweeps):
+            items.remove(item)
+            items.insert(0, item)
         return
     for item in sweeps:  # last: by then the other tests are done and the sweep has had the whole run
         items.remove(item)
@@ -104,4 +118,5 @@ def opinfo_sweep(request):
     gpu_source=...)`): started in the background at collection (a full suite), else here."""
     mark = _sweep_of(request.node)
     assert mark is not None, "a test using opinfo_sweep is marked @pytest.mark.sweep(...)"
-    return _SWEEPS.get(request.node.nodeid) or _SweepRun(tuple(mark.args), background=False, **mark.kwargs)
+    return _SWEEPS.get(request.node.nodeid) or _SweepRun(tuple(mark.args), background=_in_xdist_worker(),
+                                                         **mark.kwargs)
