@@ -162,6 +162,40 @@ def test_complex_roots_and_logarithms_match_c_at_their_edges(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_complex_atanh_and_atan_match_c_at_their_edges(backend):
+    """atanh as glibc's catanh (the C++ backend's complex128 equals eager's bit for bit) and atan as
+    -i atanh(iz), which ran in PyTorch before: C's Annex G values where a part is infinite or NaN (signs
+    of zero and of pi/2 included: atan(inf + nan i)'s +0 needed a negation that flips a NaN's sign bit
+    in Triton's kernels), |x| = 1 with a tiny y, parts past 16 / epsilon, and the unit circle, where
+    1 - x^2 - y^2 cancels."""
+    edges = [0.0, -0.0, 1e-300, 1e-170, 1e-20, 0.3, 0.5, 0.75, 0.9, 1.0, -1.0, 1.0 + 2 ** -52, 1 - 2 ** -53, 2.0,
+             1e10, 1e17, 1e300, float("inf"), float("-inf"), float("nan")]
+    z = torch.tensor([complex(a, b) for a in edges for b in edges], dtype=torch.complex128)
+    narrow = [0.0, -0.0, 1e-40, 1e-20, 0.3, 0.75, 1.0, -1.0, 1.0000001, 0.99999994, 2.0, 1e10, 3e38,
+              float("inf"), float("nan")]
+    w = torch.tensor([complex(a, b) for a in narrow for b in narrow], dtype=torch.complex64)
+    w = torch.cat([w, torch.randn(300, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)) * 3])
+
+    def fn(z, w):
+        return torch.atanh(z), torch.atan(z), torch.atanh(w), torch.atan(w)
+
+    compiled = cc.compile(fn, backend=backend)
+    got, want = compiled(z, w), _c_reference(fn, z, w)
+    if backend == "cpp":  # bit for bit
+        torch.testing.assert_close(torch.view_as_real(got[0]), torch.view_as_real(want[0]), rtol=0, atol=0,
+                                   equal_nan=True)
+    for g, e in zip(got, want):
+        # float32's own steps in eager's catanhf and the Triton interpreter's atan2 (about 1e-7): float32's
+        # tolerance there; one subnormal step of room for results near 1e-40
+        single = e.dtype == torch.complex64 or backend == "triton"
+        g, e = torch.view_as_real(g), torch.view_as_real(e)
+        torch.testing.assert_close(g, e, rtol=2e-6 if single else 1e-14, atol=6e-45 if single else 0, equal_nan=True)
+        special = (e == 0) | e.isinf() | (e.abs() == torch.pi / 2)
+        assert torch.equal(g.signbit()[special], e.signbit()[special])
+    _all_ours(compiled.session)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_complex_log1p_and_expm1_match_eager_near_zero_and_at_their_edges(backend):
     """log1p and expm1 of complex values as ATen's CPU kernels take them (c10's formulas: log u * z /
     (u - 1) with u = 1 + z, and expm1(x) cos y - 2 sin(y/2)^2 + i e^x sin y), which ran in PyTorch before:

@@ -15,7 +15,8 @@ RULED_OPS = ("mul", "div.no_rounding_mode", "add", "sub", "rsub", "neg", "conj",
              "constant_pad_nd", "split", "unbind", "eq", "ne", "isnan", "logical_not", "zeros", "ones", "fill",
              "reciprocal", "expand", "squeeze", "unsqueeze", "narrow", "diagonal", "fft.fft", "fft.ifft", "log",
              "log10", "sqrt", "rsqrt", "isinf", "logical_and", "sin", "cos", "sinh",
-             "cosh", "tan", "tanh", "pow", "float_power", "__rpow__", "exp2", "sigmoid", "log1p", "expm1")
+             "cosh", "tan", "tanh", "pow", "float_power", "__rpow__", "exp2", "sigmoid", "log1p", "expm1", "atan",
+             "atanh")
 
 
 @pytest.mark.slow

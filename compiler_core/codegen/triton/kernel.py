@@ -229,6 +229,7 @@ class TritonPrinter(CSEPrinter):
             return f"({source}.to({bits}, bitcast=True) < 0)"
         if name == "copysign":
             bits = "tl.int64" if v.dtype == torch.float64 else "tl.int32"
+            a = _in_dtype_of(v, a)  # a literal magnitude in the op's dtype (Python's float is float32 to Triton)
             return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, tl.abs({a[0]}) * -1.0, tl.abs({a[0]}))"
         if name == "bitwise_not":
             return f"(~{a[0]})"
@@ -258,9 +259,14 @@ class TritonPrinter(CSEPrinter):
         if name == "round":
             return f"_round_half_even({a[0]})"
         if name == "neg":
-            # Triton 3.6 compiles a float's `-x` as 0 - x, which makes -(+0.0) +0.0 (seen on the H200);
-            # multiplying by -1 is exact and flips the sign of zero too.
-            return f"({a[0]} * -1.0)" if floating else f"(-{a[0]})"
+            # Triton 3.6 compiles a float's `-x` as 0 - x, which makes -(+0.0) +0.0 (seen on the H200), and
+            # x * -1 keeps a NaN's sign (the sign of atan(inf + nan i)'s zero came from one): the sign bit
+            # flipped, as C++'s -x and eager's negation do, for every value.
+            if not floating or isinstance(v.args[0], Constant):
+                return f"(-{a[0]})"
+            wide = register_dtype(v.dtype) == "tl.float64"
+            bits, sign = ("tl.int64", -(1 << 63)) if wide else ("tl.int32", -(1 << 31))
+            return f"({a[0]}.to({bits}, bitcast=True) ^ {sign}).to({register_dtype(v.dtype)}, bitcast=True)"
         if name == "reciprocal":
             return _divide(v, a)
         if name in ("maximum", "minimum"):
@@ -444,7 +450,7 @@ def _atan(x):
     z = t * t
     p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z - 3.33329491539e-1) * z * t + t
     r = base + p
-    return tl.where(x < 0, -r, r)
+    return tl.where(x < 0, -r, tl.where(x == 0, x, r))  # atan(-0) is -0
 
 
 @triton.jit
