@@ -8,8 +8,9 @@ the kernel cache cold. The rest of the suite is mostly one Python thread (Dynamo
 scheduler), so in a full run each test marked `sweep` has its sweep started as the session starts, at
 low priority (nice 10), one kernel thread per process, beside the other tests; the test, moved to the
 end, collects what its sweep found. Run alone (`pytest tests/test_opinfo.py`) a sweep runs in the
-foreground. Under pytest-xdist (`make test`: two processes) the sweep tests go first instead and each
-runs its sweep, niced, in the process that took it, while the other process runs the other tests."""
+foreground. Under pytest-xdist (`make test`: two processes) each sweep test starts one process's share
+of the suite instead and runs its sweep, niced, while that process's other tests wait and the other
+process runs its own share."""
 
 import importlib.util
 import os
@@ -91,13 +92,15 @@ def pytest_collection_modifyitems(session, config, items):
     if not sweeps or len(items) == len(sweeps) or importlib.util.find_spec("expecttest") is None:
         return
     if _in_xdist_worker():
-        # `make test` runs the suite in two pytest-xdist processes, each collecting every test (each
-        # would start every sweep), a file at a time (a module's fixtures built once): there the sweep
-        # tests' files go first instead, to whichever process is free, and the tests run their sweeps
-        # themselves (niced, as in the background) while the other process takes the other files.
-        for item in reversed(sweeps):
-            items.remove(item)
-            items.insert(0, item)
+        # `make test` runs the suite in two pytest-xdist processes (work stealing), each collecting every
+        # test, so each would start every sweep. There the sweep tests run their sweeps themselves
+        # (niced, as in the background), each placed where a process's first share of the suite starts:
+        # xdist hands each process a contiguous share (the first half, the second half) and the idle one
+        # steals from the other's end, so a sweep starts at once and the other tests go on around it.
+        total = len(items)
+        slots = {k * total // len(sweeps): item for k, item in enumerate(sweeps)}
+        rest = iter([item for item in items if _sweep_of(item) is None])
+        items[:] = [slots[i] if i in slots else next(rest) for i in range(total)]
         return
     for item in sweeps:  # last: by then the other tests are done and the sweep has had the whole run
         items.remove(item)

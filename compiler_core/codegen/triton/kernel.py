@@ -199,7 +199,7 @@ class TritonPrinter(CSEPrinter):
         if name == "gcd":  # a loop (Euclid's): operands as blocks, as pow's
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
                  for t, x in zip(a, v.args)]
-            return f"_int_gcd({a[0]}, {a[1]})"
+            return f"_int_gcd({a[0]}, {a[1]}, {_signed(v.dtype)})"
         if name == "pow":
             # The helpers test their operands elementwise: give a scalar literal a (broadcastable) block.
             a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
@@ -295,7 +295,7 @@ class TritonPrinter(CSEPrinter):
                 return f"tl.where({q} >= 0, tl.floor({q}), tl.ceil({q}))"
             if self.interpret and not _nonzero_constant(v.args[1]):
                 self._check_divisor(a[1])
-            return f"_int_{name}({a[0]}, {a[1]})"
+            return f"_int_{name}({a[0]}, {a[1]}, {_signed(v.dtype)})"
         raise NotImplementedError(f"Triton codegen has no primitive {name!r}")
 
     def _check_divisor(self, divisor: str) -> None:
@@ -324,43 +324,49 @@ def _in_dtype_of(v: Value, operands: list[str]) -> list[str]:
             else t if register_dtype(x.dtype) == want else f"{t}.to({want})" for t, x in zip(operands, v.args)]
 
 
+def _signed(dtype: torch.dtype) -> bool:
+    """Whether an integer dtype has negative values (the division helpers' `signed`)."""
+    return dtype != torch.bool and not dtype.is_floating_point and torch.iinfo(dtype).min < 0
+
+
 def _nonzero_constant(value: Value) -> bool:
     return isinstance(value, Constant) and value.value != 0
 
 
 HELPERS = '''
 @triton.jit
-def _int_quotient(a, safe):
+def _int_quotient(a, safe, signed: tl.constexpr):
     # a // safe, its rounding corrected by the callers; the most negative value over -1 wraps, as on the
-    # CPU (the hardware's quotient overflows there: x86 traps, a GPU's is unspecified)
+    # CPU (the hardware's quotient overflows there: x86 traps, a GPU's is unspecified). `signed` comes
+    # from the printer: an operand may be a Python int, which has no dtype to ask.
     q = a // safe
-    if a.dtype.is_int_signed():
+    if signed:
         q = tl.where(safe == -1, 0 - a, q)
     return q
 
 
 @triton.jit
-def _int_floordiv(a, b):
+def _int_floordiv(a, b, signed: tl.constexpr):
     # Correct the quotient with the remainder's sign, whatever rounding `//` uses on this target.
     safe = tl.where(b == 0, 1, b)
-    q = _int_quotient(a, safe)
+    q = _int_quotient(a, safe, signed)
     r = a - q * safe
     q = tl.where((r != 0) & ((r < 0) != (safe < 0)), q - 1, q)
     return tl.where(b == 0, 0, q)
 
 
 @triton.jit
-def _int_truncdiv(a, b):
+def _int_truncdiv(a, b, signed: tl.constexpr):
     safe = tl.where(b == 0, 1, b)
-    q = _int_quotient(a, safe)
+    q = _int_quotient(a, safe, signed)
     r = a - q * safe
     q = tl.where((r != 0) & ((r < 0) != (a < 0)), q + 1, q)
     return tl.where(b == 0, 0, q)
 
 
 @triton.jit
-def _int_remainder(a, b):
-    return a - _int_floordiv(a, b) * b
+def _int_remainder(a, b, signed: tl.constexpr):
+    return a - _int_floordiv(a, b, signed) * b
 
 
 @triton.jit
@@ -391,12 +397,12 @@ def _float_floordiv(a, b, truncated):
 
 
 @triton.jit
-def _int_fmod(a, b):
-    return a - _int_truncdiv(a, b) * b
+def _int_fmod(a, b, signed: tl.constexpr):
+    return a - _int_truncdiv(a, b, signed) * b
 
 
 @triton.jit
-def _int_gcd(a, b):
+def _int_gcd(a, b, signed: tl.constexpr):
     # ATen's calc_gcd: Euclid's on the magnitudes (the most negative value stays itself, as std::abs
     # leaves it), every lane stepping until the block's last is done; C's remainder (`%` floors in the
     # interpreter).
@@ -406,7 +412,7 @@ def _int_gcd(a, b):
     while tl.max((a != 0).to(tl.int32)) > 0:
         live = a != 0
         divisor = tl.where(live, a, 1)
-        a, b = tl.where(live, _int_fmod(b, divisor), a), tl.where(live, divisor, b)
+        a, b = tl.where(live, _int_fmod(b, divisor, signed), a), tl.where(live, divisor, b)
     return b
 
 
