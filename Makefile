@@ -64,7 +64,7 @@ chromium:
 	fi
 
 test: venv chromium
-	$(PY) -m pytest -q -n 2 --dist worksteal --durations=15 --junitxml=build/test-times.xml
+	$(PY) -m pytest -q --durations=15 --junitxml=build/test-times.xml
 
 test-e2e: venv chromium
 	$(PY) -m pytest -q tests/test_e2e_lab.py

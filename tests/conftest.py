@@ -8,9 +8,9 @@ the kernel cache cold. The rest of the suite is mostly one Python thread (Dynamo
 scheduler), so in a full run each test marked `sweep` has its sweep started as the session starts, at
 low priority (nice 10), one kernel thread per process, beside the other tests; the test, moved to the
 end, collects what its sweep found. Run alone (`pytest tests/test_opinfo.py`) a sweep runs in the
-foreground. Under pytest-xdist (`make test`: two processes) each sweep test starts one process's share
-of the suite instead and runs its sweep, niced, while that process's other tests wait and the other
-process runs its own share."""
+foreground. Under pytest-xdist (`pytest -n 2 --dist worksteal`) each sweep test starts one process's
+share of the suite instead and runs its sweep, niced, while that process's other tests wait and the
+other process runs its own share (not faster than one process yet: README.md)."""
 
 import importlib.util
 import os
@@ -92,8 +92,8 @@ def pytest_collection_modifyitems(session, config, items):
     if not sweeps or len(items) == len(sweeps) or importlib.util.find_spec("expecttest") is None:
         return
     if _in_xdist_worker():
-        # `make test` runs the suite in two pytest-xdist processes (work stealing), each collecting every
-        # test, so each would start every sweep. There the sweep tests run their sweeps themselves
+        # Under pytest-xdist (`-n 2 --dist worksteal`) each process collects every test, so each would
+        # start every sweep. There the sweep tests run their sweeps themselves
         # (niced, as in the background), each placed where a process's first share of the suite starts:
         # xdist hands each process a contiguous share (the first half, the second half) and the idle one
         # steals from the other's end, so a sweep starts at once and the other tests go on around it.
