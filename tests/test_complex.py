@@ -174,7 +174,8 @@ def test_complex_atanh_and_atan_match_c_at_their_edges(backend):
     narrow = [0.0, -0.0, 1e-40, 1e-20, 0.3, 0.75, 1.0, -1.0, 1.0000001, 0.99999994, 2.0, 1e10, 3e38,
               float("inf"), float("nan")]
     w = torch.tensor([complex(a, b) for a in narrow for b in narrow], dtype=torch.complex64)
-    w = torch.cat([w, torch.randn(300, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)) * 3])
+    generator = torch.Generator(torch.get_default_device()).manual_seed(0)  # cuda in test_complex_gpu.py
+    w = torch.cat([w, torch.randn(300, dtype=torch.complex64, generator=generator) * 3])
 
     def fn(z, w):
         return torch.atanh(z), torch.atan(z), torch.atanh(w), torch.atan(w)
@@ -205,7 +206,7 @@ def test_complex_log1p_and_expm1_match_eager_near_zero_and_at_their_edges(backen
     edges = [0.0, -0.0, 1e-30, -1.0, -1.0 + 1e-7, 0.4, -0.5, 2.0, 1e30, 100.0, -100.0, float("inf"),
              float("-inf"), float("nan")]
     grid = [complex(a, b) for a in edges for b in edges]
-    generator = torch.Generator().manual_seed(0)
+    generator = torch.Generator(torch.get_default_device()).manual_seed(0)
     scales = torch.logspace(-8, 3, 600, dtype=torch.float64)
     near_zero = torch.complex(torch.randn(600, dtype=torch.float64, generator=generator) * scales,
                               torch.randn(600, dtype=torch.float64, generator=generator) * scales.flip(0))

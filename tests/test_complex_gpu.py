@@ -18,6 +18,8 @@ CASES = [
     ("test_complex_roots_and_logarithms_match_c_at_their_edges", {"backend": "triton"}),
     ("test_complex_exponential_trigonometric_and_hyperbolic_functions_match_c_at_their_edges", {"backend": "triton"}),
     ("test_complex_exp2_is_atens_exp_of_the_scaled_parts", {"backend": "triton"}),
+    ("test_complex_atanh_and_atan_match_c_at_their_edges", {"backend": "triton"}),
+    ("test_complex_log1p_and_expm1_match_eager_near_zero_and_at_their_edges", {"backend": "triton"}),
     ("test_complex_sigmoid_and_reciprocal_keep_eagers_zeros_and_edges", {"backend": "triton"}),
     ("test_complex_powers_match_eager_with_atens_shortcuts_and_cs_products", {"backend": "triton"}),
     ("test_complex_matmul_is_four_real_products", {"backend": "triton"}),

@@ -9,6 +9,10 @@ import torch
 import compiler_core as cc
 
 BACKENDS = ["cpp", "triton"]
+# "cuda": the default backend on the GPU (Triton compiled for the card, not the interpreter), where
+# integer division does not trap but Triton's `//` and `%` round toward zero as C does.
+WITH_GPU = BACKENDS + [pytest.param("cuda", marks=[pytest.mark.gpu, pytest.mark.skipif(
+    not torch.cuda.is_available(), reason="needs a CUDA GPU")])]
 DTYPES = [torch.int64, torch.int32, torch.int16, torch.int8, torch.uint8]
 
 
@@ -28,19 +32,26 @@ def _operands(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return a, b
 
 
+def _placed(backend: str, *tensors: torch.Tensor) -> tuple[str | None, list[torch.Tensor]]:
+    """The backend to compile with and the tensors on its device ("cuda": our default backend there)."""
+    if backend == "cuda":
+        return None, [t.cuda() for t in tensors]
+    return backend, list(tensors)
+
+
 def _all_ours(session) -> None:
     stats = session.stats
     assert stats["fallback_graphs"] == 0 and stats["fallback_ops"] == [], (stats, session.messages)
     assert stats["kernel_count"] == 1
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WITH_GPU)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 def test_shifts_match_eager_for_every_amount(backend, dtype):
     def fn(a, b):
         return torch.stack([a << b, a >> b, torch.bitwise_left_shift(a, 3), torch.bitwise_right_shift(a, b)])
 
-    a, b = _operands(dtype)
+    backend, (a, b) = _placed(backend, *_operands(dtype))
     compiled = cc.compile(fn, backend=backend)
     got, expected = compiled(a, b), fn(a, b)
     assert got.dtype == expected.dtype
@@ -78,7 +89,7 @@ def _edge_pairs(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return torch.cat([a, random[0]]), torch.cat([b, random[1]])
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WITH_GPU)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 def test_integer_division_of_the_most_negative_value_by_minus_one_does_not_end_the_process(backend, dtype):
     """x86's idiv traps on the most negative value over -1 (the quotient overflows) and the trap killed
@@ -87,7 +98,7 @@ def test_integer_division_of_the_most_negative_value_by_minus_one_does_not_end_t
     itself, wraps as floor division does (compared with eager everywhere else)."""
     a, b = _edge_pairs(dtype)
     nonzero = b != 0  # a zero divisor raises eager's ZeroDivisionError: tests/test_bad_inputs.py
-    a, b = a[nonzero], b[nonzero]
+    backend, (a, b) = _placed(backend, a[nonzero], b[nonzero])
 
     def fn(a, b):
         return a // b, torch.remainder(a, b), torch.fmod(a, b), torch.div(a, b, rounding_mode="trunc")
@@ -98,11 +109,11 @@ def test_integer_division_of_the_most_negative_value_by_minus_one_does_not_end_t
     assert torch.equal(fmod, torch.fmod(a, b))
     traps = (a == torch.iinfo(dtype).min) & (b == -1) if dtype.is_signed else torch.zeros_like(a, dtype=torch.bool)
     assert torch.equal(trunc[~traps], torch.div(a[~traps], b[~traps], rounding_mode="trunc"))
-    assert torch.equal(trunc[traps], a[traps])  # wrapped: -min is min
+    assert torch.equal(trunc[traps], a[traps])  # wrapped: -min is min (eager's CPU kernel traps here)
     assert compiled.session.stats["fallback_ops"] == []
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WITH_GPU)
 @pytest.mark.parametrize("dtype", DTYPES, ids=lambda d: str(d).removeprefix("torch."))
 def test_gcd_and_lcm_are_one_kernel_and_match_eager(backend, dtype):
     """gcd (a primitive: ATen's Euclid on the magnitudes, a loop per element) and lcm from it (ATen's
@@ -116,6 +127,7 @@ def test_gcd_and_lcm_are_one_kernel_and_match_eager(backend, dtype):
     def fn(a, b, c, d):
         return torch.gcd(a, b), torch.lcm(c, d)
 
+    backend, (a, b, safe) = _placed(backend, a, b, safe)
     compiled = cc.compile(fn, backend=backend)
     for got, want in zip(compiled(a, b, a[safe], b[safe]), fn(a, b, a[safe], b[safe])):
         assert torch.equal(got, want)
