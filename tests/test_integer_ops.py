@@ -32,10 +32,10 @@ def _operands(dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
     return a, b
 
 
-def _placed(backend: str, *tensors: torch.Tensor) -> tuple[str | None, list[torch.Tensor]]:
+def _placed(backend: str, *tensors: torch.Tensor) -> tuple[str, list[torch.Tensor]]:
     """The backend to compile with and the tensors on its device ("cuda": our default backend there)."""
     if backend == "cuda":
-        return None, [t.cuda() for t in tensors]
+        return "auto", [t.cuda() for t in tensors]
     return backend, list(tensors)
 
 

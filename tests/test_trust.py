@@ -374,6 +374,65 @@ def test_gpu_kernels_divide_and_take_square_roots_as_ieee_and_eager_do():
     assert any(source.count(LIBDEVICE_NOTE) == 1 for source in gpu_sources)
 
 
+_ROUNDING_PROBE = """
+import json, sys
+import triton
+import triton.language as tl
+from triton.backends.compiler import GPUTarget
+from triton.compiler import ASTSource
+from triton.language.extra import libdevice
+
+from compiler_core.runtime import libdevice_rounding
+
+
+@triton.jit
+def ours(x, y, out):
+    i = tl.arange(0, 128)
+    tl.store(out + i, libdevice.hypot(tl.load(x + i), tl.load(y + i)) + libdevice.asinh(tl.load(x + i)))
+
+
+@triton.jit
+def theirs(x, y, out):
+    i = tl.arange(0, 128)
+    tl.store(out + i, libdevice.hypot(tl.load(x + i), tl.load(y + i)) + libdevice.asinh(tl.load(x + i)))
+
+
+assert libdevice_rounding.install()
+libdevice_rounding.claim({"ours": ours})
+signature = {"x": "*fp32", "y": "*fp32", "out": "*fp32"}
+exact = {"enable_reflect_ftz": False, "enable_fp_fusion": False}  # as ours compile (no flushed subnormals)
+ptx = {fn.__name__: triton.compile(ASTSource(fn, signature), target=GPUTarget("cuda", 90, 32),
+                                   options=exact).asm["ptx"] for fn in (ours, theirs)}
+print(json.dumps({name: [text.count("sqrt.approx.f32"), text.count("sqrt.rn.f32")] for name, text in ptx.items()}))
+"""
+
+
+def test_libdevice_square_roots_are_rounded_in_our_kernels_only(tmp_path):
+    """libdevice takes sqrt.approx.f32 inside hypot, asinh, acosh ... unless asked `__CUDA_PREC_SQRT`
+    (nvcc answers 1 for eager's kernels, Triton leaves it 0). runtime/libdevice_rounding.py rewrites the
+    PTX of the kernels it claimed as ours: a kernel of ours has only sqrt.rn.f32, as many as the
+    approximate ones of the same function compiled as anyone else's (Inductor's: left as Triton makes
+    them). Compiled for sm_90 in a child (this process may run Triton's interpreter)."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from compiler_core.codegen.triton.ahead import nvidia_target_available
+
+    if not nvidia_target_available():
+        pytest.skip("this Triton has no CUDA backend to compile for")
+    probe = tmp_path / "probe.py"  # a file: Triton reads a kernel's source through inspect
+    probe.write_text(_ROUNDING_PROBE)
+    done = subprocess.run([sys.executable, str(probe)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "TRITON_INTERPRET": "0", "PYTHONPATH": os.getcwd()})
+    assert done.returncode == 0, done.stderr[-3000:]
+    counts = json.loads(done.stdout.strip().splitlines()[-1])
+    approximate = counts["theirs"][0]
+    assert approximate > 0 and counts["theirs"][1] == 0, counts  # what the rewrite is for
+    assert counts["ours"] == [0, approximate], counts
+
+
 _DIVIDENDS = [1.0, -1.0, 7.0, 0.3, 1e30, -0.0, 0.0, 5.0, 12345678.9, 3.5, -3.5, math.inf, -math.inf, math.nan, 1e-3]
 _DIVISORS = [0.1, -0.1, 0.7, 3.0, -2.0, 0.0, -0.0, 1e-7, math.inf, -math.inf, math.nan, 1e-3]
 

@@ -62,19 +62,20 @@ def _namespace(job: dict, modules: dict[str, dict]) -> dict[str, Any]:
         # Triton's JIT reads kernel source through inspect/linecache: register the text under its name.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}  # as the parent execs it
-        _llvm_options().libdevice_with_ieee_square_roots()  # as the parent compiles: libdevice as eager's
+        _libdevice_rounding().install()  # as the parent compiles: libdevice's square roots as eager's
         exec(compile(source, filename, "exec"), namespace)  # our generated kernels
+        _libdevice_rounding().claim(namespace)
         modules[key] = namespace
     return modules[key]
 
 
 @functools.lru_cache(maxsize=None)
-def _llvm_options() -> Any:
-    """runtime/llvm_options.py, loaded by path: importing it as compiler_core's would import torch."""
+def _libdevice_rounding() -> Any:
+    """runtime/libdevice_rounding.py, loaded by path: importing it as compiler_core's would import torch."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("fcompile_llvm_options",
-                                                  os.path.join(os.path.dirname(__file__), "llvm_options.py"))
+    spec = importlib.util.spec_from_file_location("fcompile_libdevice_rounding",
+                                                  os.path.join(os.path.dirname(__file__), "libdevice_rounding.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module

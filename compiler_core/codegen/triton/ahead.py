@@ -97,9 +97,9 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from compiler_core.runtime import llvm_options
+    from compiler_core.runtime import libdevice_rounding
 
-    llvm_options.libdevice_with_ieee_square_roots()  # as the runtime compiles (a process-wide option)
+    libdevice_rounding.install()  # as the runtime compiles: libdevice's square roots as eager's
     errors: list[str | None] = []
     for job in jobs:
         filename = f"<gpu source of {job['kernel']}>"
@@ -107,6 +107,7 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
         try:
             namespace: dict = {"__name__": "fcompile_gpu_check"}
             exec(compile(job["source"], filename, "exec"), namespace)  # our generated kernels
+            libdevice_rounding.claim(namespace)
             for f in job["functions"]:
                 fn = namespace[f["name"]]
                 extra = iter(f["workspaces"])

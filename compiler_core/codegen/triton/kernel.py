@@ -40,7 +40,6 @@ from compiler_core.ir.values import (
     subs_index,
     walk,
 )
-from compiler_core.runtime import llvm_options
 from compiler_core.schedule import plan_passes
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
 
@@ -62,8 +61,8 @@ EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
 PERSISTENT_MAX_RBLOCK = plan_passes.PERSISTENT_MAX_RBLOCK
 LOOPED_RBLOCK = 2048
 
-# runtime/llvm_options.py: libdevice's functions take IEEE square roots inside, as eager's (nvcc's) do.
-LIBDEVICE_NOTE = "libdevice linked with IEEE square roots (__CUDA_PREC_SQRT=1), as nvcc links it for eager"
+# runtime/libdevice_rounding.py: libdevice's functions take IEEE square roots inside, as eager's (nvcc's) do.
+LIBDEVICE_NOTE = "libdevice's square roots rounded to nearest (sqrt.rn.f32, not .approx), as nvcc links it for eager"
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",
           "gt": ">", "ge": ">=", "logical_and": "&", "logical_or": "|", "logical_xor": "!=",
@@ -798,10 +797,10 @@ def generate_triton_kernel(plan: KernelPlan, interpret: bool = True, aliased: fr
 
 
 def _with_libdevice_note(kernel: KernelSource) -> KernelSource:
-    """Each function that calls libdevice says, first in its body, how libdevice is linked. The line also
-    keys Triton's on-disk cache, which sees a function's text but not LLVM's options: a binary linked
-    with approximate square roots (an older fcompile, or a Triton without the option) is not reused."""
-    if "libdevice." not in kernel.source or not llvm_options.ieee_square_roots_supported():
+    """Each function that calls libdevice says, first in its body, how libdevice's square roots round. The
+    line also keys Triton's on-disk cache, which sees a function's text but not the PTX rewrite: a binary
+    with approximate square roots (an older fcompile's) is not reused."""
+    if "libdevice." not in kernel.source:
         return kernel
     lines = kernel.source.split("\n")
     starts = [i for i, line in enumerate(lines) if line.startswith("def ")] + [len(lines)]
