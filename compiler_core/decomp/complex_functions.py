@@ -172,11 +172,17 @@ def _atanh(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     edge and random values, checked against eager before writing this), in float64 for complex64;
     atan(z) = -i atanh(iz), the parts swapped (eager's complex atan is within 1e-14 of this)."""
     re, im = rw.parts(value)
+    atan = node.target.overloadpacket is aten.atan
+    if atan:
+        re, im = rw.neg(im), re
+    # C's zero with the real part's sign, a NaN's sign bit included (catanh(-nan + inf i) is -0 + pi/2 i),
+    # taken before widening: the GPU's float32 -> float64 conversion makes every NaN positive.
+    signed_zero = rw.emit(aten.copysign.Tensor, rw.emit(aten.full_like.default, re, 0.0), re)
     narrow = re.meta["val"].dtype == torch.float32
     if narrow:
-        re, im = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64") for p in (re, im))
-    atan = node.target.overloadpacket is aten.atan
-    out_re, out_im = _atanh_parts(rw, rw.neg(im), re) if atan else _atanh_parts(rw, re, im)
+        re, im, signed_zero = (rw.emit(aten._to_copy.default, p, dtype=torch.float64, suffix="_f64")
+                               for p in (re, im, signed_zero))
+    out_re, out_im = _atanh_parts(rw, re, im, signed_zero)
     if atan:
         out_re, out_im = out_im, rw.neg(out_re)
     if narrow:
@@ -185,7 +191,7 @@ def _atanh(rw: _Rewrite, node: Node, value: _Complex) -> _Complex:
     return rw.complex_of(node, out_re, out_im)
 
 
-def _atanh_parts(rw: _Rewrite, re: Node, im: Node) -> tuple[Node, Node]:
+def _atanh_parts(rw: _Rewrite, re: Node, im: Node, zero_like_re: Node) -> tuple[Node, Node]:
     """catanh's cases, the first that holds chosen (built from the last): an infinite or NaN part (C's
     Annex G), zero, a part past 16 / epsilon (1 / x and the like, the imaginary part +-pi/2), and
     otherwise 1/4 log(((1 + x)^2 + y^2) / ((1 - x)^2 + y^2)) (through log1p where that ratio is near 1,
@@ -196,7 +202,6 @@ def _atanh_parts(rw: _Rewrite, re: Node, im: Node) -> tuple[Node, Node]:
     either = lambda c, d: emit(aten.logical_or.default, c, d)  # noqa: E731
     abs_re, abs_im = emit(aten.abs.default, re), emit(aten.abs.default, im)
     filled = lambda number: emit(aten.full_like.default, re, number)  # noqa: E731
-    zero_like_re = emit(aten.copysign.Tensor, filled(0.0), re)  # +-0 with re's sign (NaN: its sign bit)
     quarter_turn = emit(aten.copysign.Tensor, filled(math.pi / 2), im)
 
     # general
