@@ -63,8 +63,11 @@ chromium:
 	  echo "warning: install Debian's chromium yourself; the browser test (tests/test_e2e_lab.py) skips without it" >&2; \
 	fi
 
+# Two pytest-xdist processes (tests/conftest.py: the OpInfo sweeps run beside them); TEST_WORKERS=0 for one.
+TEST_WORKERS ?= 2
+
 test: venv chromium
-	$(PY) -m pytest -q --durations=15 --junitxml=build/test-times.xml
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist load --durations=15 --junitxml=build/test-times.xml
 
 test-e2e: venv chromium
 	$(PY) -m pytest -q tests/test_e2e_lab.py
