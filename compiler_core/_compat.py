@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from compiler_core.runtime import libdevice_rounding
+from compiler_core.runtime import eager_libdevice
 
 
 def _prepare_triton_interpreter() -> None:
@@ -436,13 +436,13 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
             if knobs is not None:
                 knobs.runtime.interpret = True
         else:
-            libdevice_rounding.install()
+            eager_libdevice.install()
         # Triton's JIT reads kernel source through inspect/linecache: register the text.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}
         exec(compile(source, filename, "exec"), namespace)
         if not interpret:
-            libdevice_rounding.claim(namespace)
+            eager_libdevice.claim(namespace)
         return namespace
     finally:
         if old_env is None:

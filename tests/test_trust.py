@@ -382,7 +382,7 @@ from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
 from triton.language.extra import libdevice
 
-from compiler_core.runtime import libdevice_rounding
+from compiler_core.runtime import eager_libdevice
 
 
 @triton.jit
@@ -397,8 +397,8 @@ def theirs(x, y, out):
     tl.store(out + i, libdevice.hypot(tl.load(x + i), tl.load(y + i)) + libdevice.asinh(tl.load(x + i)))
 
 
-assert libdevice_rounding.install()
-libdevice_rounding.claim({"ours": ours})
+assert eager_libdevice.install()
+eager_libdevice.claim({"ours": ours})
 signature = {"x": "*fp32", "y": "*fp32", "out": "*fp32"}
 exact = {"enable_reflect_ftz": False, "enable_fp_fusion": False}  # as ours compile (no flushed subnormals)
 ptx = {fn.__name__: triton.compile(ASTSource(fn, signature), target=GPUTarget("cuda", 90, 32),
@@ -409,7 +409,7 @@ print(json.dumps({name: [text.count("sqrt.approx.f32"), text.count("sqrt.rn.f32"
 
 def test_libdevice_square_roots_are_rounded_in_our_kernels_only(tmp_path):
     """libdevice takes sqrt.approx.f32 inside hypot, asinh, acosh ... unless asked `__CUDA_PREC_SQRT`
-    (nvcc answers 1 for eager's kernels, Triton leaves it 0). runtime/libdevice_rounding.py rewrites the
+    (nvcc answers 1 for eager's kernels, Triton leaves it 0). runtime/eager_libdevice.py rewrites the
     PTX of the kernels it claimed as ours: a kernel of ours has only sqrt.rn.f32, as many as the
     approximate ones of the same function compiled as anyone else's (Inductor's: left as Triton makes
     them). Compiled for sm_90 in a child (this process may run Triton's interpreter)."""
@@ -637,3 +637,28 @@ def test_equal_outputs_stay_separate_tensors_as_in_eager(backend, grad):
         ours_grad, x.grad = x.grad, None
         (eager[0] * 1 + eager[2] * 2 + eager[3] * 3).sum().backward()
         torch.testing.assert_close(ours_grad, x.grad)
+
+
+def test_the_libdevice_of_torchs_cuda_toolkit_is_found_by_its_release(tmp_path, monkeypatch):
+    """Eager's kernels call the libdevice of the CUDA toolkit torch was built with; Triton links its own
+    (another release: on an H100, asinh, atan2, erf and pow up to 2 ulp from eager's in 5-34% of values).
+    runtime/eager_libdevice.py links the toolkit's where one of torch's release is installed."""
+    from compiler_core.runtime import eager_libdevice
+
+    def toolkit(name: str, release: str):
+        home = tmp_path / name
+        (home / "nvvm" / "libdevice").mkdir(parents=True)
+        (home / "nvvm" / "libdevice" / "libdevice.10.bc").write_bytes(b"BC")
+        (home / "version.json").write_text('{"cuda": {"name": "CUDA SDK", "version": "%s"}}' % release)
+        return home
+
+    old, new = toolkit("cuda-12.8", "12.8.93"), toolkit("cuda-13.0", "13.0.88")
+    found = eager_libdevice.toolkit_libdevice
+    assert found("13.0", {"CUDA_HOME": str(new)}) == str(new / "nvvm/libdevice/libdevice.10.bc")
+    assert found("13.0", {"CUDA_HOME": str(old)}) in (None, "/usr/local/cuda-13.0/nvvm/libdevice/libdevice.10.bc")
+    assert found(None, {"CUDA_HOME": str(new)}) is None  # a CPU build of torch: nothing to match
+    chosen = str(old / "nvvm/libdevice/libdevice.10.bc")
+    assert found("13.0", {"FCOMPILE_LIBDEVICE": chosen, "CUDA_HOME": str(new)}) == chosen
+    assert found("13.0", {"FCOMPILE_LIBDEVICE": "triton", "CUDA_HOME": str(new)}) is None
+    assert eager_libdevice.compile_options(chosen) == {"extern_libs": (("libdevice", chosen),)}
+    assert eager_libdevice.compile_options(None) == {}

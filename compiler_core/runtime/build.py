@@ -21,7 +21,7 @@ from compiler_core.runtime.check import KernelChecker
 from compiler_core.runtime.cpp_build import BuildError, build_cpp
 from compiler_core.runtime.cudagraphs import CudaGraphRunner, cudagraph_skip_reason
 from compiler_core.runtime.kernel_errors import error_check, raising_kernel_errors
-from compiler_core.runtime.triton_launch import FastKernel, fast_launch_supported
+from compiler_core.runtime.triton_launch import FastKernel, JitKernel, fast_launch_supported
 from compiler_core.runtime.triton_load import Quiet, load_triton
 
 __all__ = ["BuildError", "LoadedKernels", "build_program", "cache_dir", "host_call", "load_kernels"]
@@ -76,8 +76,7 @@ def load_kernels(kernels: tuple[KernelSource, ...], backend: str, graph: LoopGra
     elif fast_launch_supported() and os.environ.get("FCOMPILE_TRITON_LAUNCH", "direct") != "jit":
         wrap = FastKernel  # later launches through the compiled binary: triton_launch.py says why
     else:
-        def wrap(fn: Any) -> Any:
-            return fn
+        wrap = JitKernel
     return LoadedKernels({name: wrap(loaded[name]) for k in kernels for name in k.function_names}, cache_hit,
                          error_check=check, triton_module=module)
 

@@ -62,20 +62,20 @@ def _namespace(job: dict, modules: dict[str, dict]) -> dict[str, Any]:
         # Triton's JIT reads kernel source through inspect/linecache: register the text under its name.
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}  # as the parent execs it
-        _libdevice_rounding().install()  # as the parent compiles: libdevice's square roots as eager's
+        _eager_libdevice().install()  # as the parent compiles: libdevice's square roots as eager's
         exec(compile(source, filename, "exec"), namespace)  # our generated kernels
-        _libdevice_rounding().claim(namespace)
+        _eager_libdevice().claim(namespace)
         modules[key] = namespace
     return modules[key]
 
 
 @functools.lru_cache(maxsize=None)
-def _libdevice_rounding() -> Any:
-    """runtime/libdevice_rounding.py, loaded by path: importing it as compiler_core's would import torch."""
+def _eager_libdevice() -> Any:
+    """runtime/eager_libdevice.py, loaded by path: importing it as compiler_core's would import torch."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("fcompile_libdevice_rounding",
-                                                  os.path.join(os.path.dirname(__file__), "libdevice_rounding.py"))
+    spec = importlib.util.spec_from_file_location("fcompile_eager_libdevice",
+                                                  os.path.join(os.path.dirname(__file__), "eager_libdevice.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -86,7 +86,8 @@ def _compile(job: dict, modules: dict[str, dict]) -> None:
         os.environ["TRITON_CACHE_DIR"] = job["cache_dir"]
     fn = _namespace(job, modules)[job["function"]]
     args = [TorchDtype(value) if kind == "dtype" else value for kind, value in job["args"]]
-    fn.warmup(*args, grid=tuple(job["grid"]), **job["meta"])
+    # the compile options the parent's launches add (runtime/triton_launch.py): the same binary, found on disk
+    fn.warmup(*args, grid=tuple(job["grid"]), **job["meta"], **_eager_libdevice().compile_options(job.get("libdevice")))
 
 
 class CompileOnlyDriver:

@@ -40,6 +40,7 @@ from typing import Any, Optional
 import torch
 
 from compiler_core.runtime import compile_worker
+from compiler_core.runtime.triton_launch import eager_libdevice_path
 
 # FCOMPILE_COMPILE_THREADS: compile workers and threads; 1 compiles every launch in line, at its launch.
 DEFAULT_THREADS = 16
@@ -61,7 +62,8 @@ class WarmLaunch:
         args = [["dtype", str(a).rsplit(".", 1)[-1]] if isinstance(a, torch.dtype) else ["int", int(a)]
                 for a in self.args]
         return {"key": key, "function": self.function, "args": args, "grid": [int(g) for g in self.grid],
-                "meta": dict(self.meta), "cache_dir": os.environ.get("TRITON_CACHE_DIR")}
+                "meta": dict(self.meta), "cache_dir": os.environ.get("TRITON_CACHE_DIR"),
+                "libdevice": eager_libdevice_path()}  # the worker links the libdevice the parent links
 
 
 def compile_threads() -> int:

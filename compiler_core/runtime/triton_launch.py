@@ -26,10 +26,13 @@ each tensor's dtype and alignment against the binary's (about 0.2 µs a tensor) 
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, Optional
 
 import torch
+
+from compiler_core.runtime import eager_libdevice
 
 # Triton 3.3 and later pass every parameter, constexprs included, to the binary's launcher in the
 # kernel's parameter order (earlier versions left the constexprs out).
@@ -48,12 +51,43 @@ def fast_launch_supported() -> bool:
     return tuple(parts) >= MIN_TRITON
 
 
+@functools.lru_cache(maxsize=None)
+def eager_libdevice_path() -> Optional[str]:
+    """The libdevice eager's kernels were built with, where its CUDA toolkit is installed (None: Triton's
+    copy): runtime/eager_libdevice.py."""
+    return eager_libdevice.toolkit_libdevice(torch.version.cuda) if torch.cuda.is_available() else None
+
+
+def compile_options() -> dict[str, Any]:
+    """The compile options every launch and warm-up of our GPU kernels adds (Triton keys binaries by them)."""
+    return eager_libdevice.compile_options(eager_libdevice_path())
+
+
+class JitKernel:
+    """A Triton JITFunction launched through Triton's JIT path each time (FCOMPILE_TRITON_LAUNCH=jit), with
+    the compile options our kernels take."""
+
+    def __init__(self, fn: Any):
+        self.fn = fn
+        self.options = compile_options()
+
+    def __getitem__(self, grid: Any) -> Any:
+        return functools.partial(self.fn[grid], **self.options)
+
+    def warmup(self, *args: Any, **kwargs: Any) -> Any:
+        return self.fn.warmup(*args, **kwargs, **self.options)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.fn, name)
+
+
 class FastKernel:
     """Stands in for a Triton JITFunction in a host program's `k` namespace; `k.name[grid](...)`."""
 
     def __init__(self, fn: Any):
         self.fn = fn
         self.arg_names: tuple[str, ...] = tuple(fn.arg_names)
+        self.options = compile_options()  # given to Triton's JIT path, which compiles
         self._by_grid: dict[Any, GridLaunch] = {}
 
     def __getitem__(self, grid: Any) -> "GridLaunch":
@@ -61,6 +95,9 @@ class FastKernel:
         if launch is None:
             launch = self._by_grid[grid] = GridLaunch(self, tuple(grid))
         return launch
+
+    def warmup(self, *args: Any, **kwargs: Any) -> Any:  # compiles ahead (runtime/parallel_compile.py)
+        return self.fn.warmup(*args, **kwargs, **self.options)
 
     def __getattr__(self, name: str) -> Any:  # everything else (autotuning, source) is the JITFunction's
         return getattr(self.fn, name)
@@ -83,7 +120,7 @@ class GridLaunch:
         key = specialization_key(args, meta)
         binary = self._binaries.get(key)
         if binary is None or _hooks_set():
-            compiled = self.kernel.fn[self.grid](*args, **meta)
+            compiled = self.kernel.fn[self.grid](*args, **meta, **self.kernel.options)
             if key not in self._binaries and compiled is not None:
                 found = self._binary_of(compiled, args, meta)
                 if found is not None:
@@ -101,7 +138,7 @@ class GridLaunch:
             runner(*self.dims, stream, function, metadata, None, None, None, *args, *(meta[n] for n in tail))
         except (TypeError, ValueError, SystemError):
             self._binaries[key] = None  # never again through this binary; this launch through the JIT
-            return self.kernel.fn[self.grid](*args, **meta)
+            return self.kernel.fn[self.grid](*args, **meta, **self.kernel.options)
         self._proven.add(key)
         return None
 

@@ -97,9 +97,9 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
-    from compiler_core.runtime import libdevice_rounding
+    from compiler_core.runtime import eager_libdevice
 
-    libdevice_rounding.install()  # as the runtime compiles: libdevice's square roots as eager's
+    eager_libdevice.install()  # as the runtime compiles: libdevice's square roots as eager's
     errors: list[str | None] = []
     for job in jobs:
         filename = f"<gpu source of {job['kernel']}>"
@@ -107,7 +107,7 @@ def _compile_jobs(jobs: list[dict], capability: int) -> list[str | None]:
         try:
             namespace: dict = {"__name__": "fcompile_gpu_check"}
             exec(compile(job["source"], filename, "exec"), namespace)  # our generated kernels
-            libdevice_rounding.claim(namespace)
+            eager_libdevice.claim(namespace)
             for f in job["functions"]:
                 fn = namespace[f["name"]]
                 extra = iter(f["workspaces"])

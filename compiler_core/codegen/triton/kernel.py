@@ -61,7 +61,7 @@ EXACT_FLOAT_OPTIONS = _compat.triton_exact_float_options()
 PERSISTENT_MAX_RBLOCK = plan_passes.PERSISTENT_MAX_RBLOCK
 LOOPED_RBLOCK = 2048
 
-# runtime/libdevice_rounding.py: libdevice's functions take IEEE square roots inside, as eager's (nvcc's) do.
+# runtime/eager_libdevice.py: libdevice's functions take IEEE square roots inside, as eager's (nvcc's) do.
 LIBDEVICE_NOTE = "libdevice's square roots rounded to nearest (sqrt.rn.f32, not .approx), as nvcc links it for eager"
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": "!=", "lt": "<", "le": "<=",

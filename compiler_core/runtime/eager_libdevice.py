@@ -1,4 +1,16 @@
-"""libdevice's square roots in our GPU kernels rounded as eager's are: `sqrt.rn.f32`, not `sqrt.approx.f32`.
+"""libdevice in our GPU kernels as in eager's: the same version, and square roots rounded to nearest.
+
+Eager's CUDA kernels call the libdevice of the CUDA toolkit torch was built with; Triton links a copy of
+its own, of another CUDA release. On an H100 (torch 2.11 built with CUDA 13.0, Triton 3.6) float32
+asinh, acosh, atan2, erf and pow differed from eager's in 5% to 34% of 4 million random values, by up
+to 2 ulp; linked with CUDA 13.0's own libdevice, all ten functions probed (those, hypot, log1p, tanh,
+sin, atanh) gave eager's values bit for bit (2026-12-06). `toolkit_libdevice` finds the toolkit's
+libdevice where a CUDA toolkit of torch's version is installed (nvcc's `nvvm/libdevice`), and
+`compile_options` is the Triton option that links it, given at each compile of our kernels (so
+Triton's caches key the binary by it; Inductor's kernels keep Triton's copy). Without such a toolkit
+Triton's copy is linked: values within a few ulp of eager's, as Inductor's are.
+
+Square roots: see below.
 
 libdevice asks `__nvvm_reflect("__CUDA_PREC_SQRT")` inside its functions (hypotf, acoshf, asinhf,
 sqrtf, ...) and takes `sqrt.rn.f32` where the answer is 1, `sqrt.approx.f32` where it is 0. nvcc, which
@@ -22,14 +34,47 @@ Torch-free: the compile workers (runtime/compile_worker.py) load this file by pa
 
 from __future__ import annotations
 
+import json
+import os
 import re
-from typing import Any
+from typing import Any, Mapping, Optional
 
 APPROXIMATE = re.compile(r"(?<![\w.])sqrt\.approx\.f32(?![\w.])")
 ROUNDED = "sqrt.rn.f32"
 _ENTRY = re.compile(r"\.entry\s+([A-Za-z_$][\w$]*)")
 _ours: set[str] = set()  # the kernels (entry names) whose PTX is rewritten
 _installed: list[bool] = []  # once per process
+
+
+def toolkit_libdevice(cuda_version: Optional[str], environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    """The libdevice of an installed CUDA toolkit whose release is `cuda_version` (torch.version.cuda,
+    "13.0"), or None. FCOMPILE_LIBDEVICE names a file to use instead ("" or "triton": Triton's copy)."""
+    chosen = environ.get("FCOMPILE_LIBDEVICE")
+    if chosen is not None:
+        return chosen if chosen not in ("", "triton") and os.path.isfile(chosen) else None
+    if not cuda_version:
+        return None
+    homes = [environ.get("CUDA_HOME"), environ.get("CUDA_PATH"), f"/usr/local/cuda-{cuda_version}", "/usr/local/cuda"]
+    for home in dict.fromkeys(h for h in homes if h):
+        path = os.path.join(home, "nvvm", "libdevice", "libdevice.10.bc")
+        if os.path.isfile(path) and _release(home) == cuda_version:
+            return path
+    return None
+
+
+def _release(home: str) -> Optional[str]:
+    """A CUDA toolkit's release ("13.0") from its version.json (CUDA 11.1 and later)."""
+    try:
+        with open(os.path.join(home, "version.json")) as f:
+            version = json.load(f)["cuda"]["version"]
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return ".".join(str(version).split(".")[:2])
+
+
+def compile_options(libdevice: Optional[str]) -> dict[str, Any]:
+    """Triton's compile option that links this libdevice ({} for Triton's own)."""
+    return {"extern_libs": (("libdevice", libdevice),)} if libdevice else {}
 
 
 def claim(namespace: dict[str, Any]) -> None:
