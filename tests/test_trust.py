@@ -662,3 +662,24 @@ def test_the_libdevice_of_torchs_cuda_toolkit_is_found_by_its_release(tmp_path, 
     assert found("13.0", {"FCOMPILE_LIBDEVICE": "triton", "CUDA_HOME": str(new)}) is None
     assert eager_libdevice.compile_options(chosen) == {"extern_libs": (("libdevice", chosen),)}
     assert eager_libdevice.compile_options(None) == {}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_copysign_gives_and_takes_the_sign_of_a_nan_as_c_does(backend, dtype):
+    """copysign(NaN, -1) is a negative NaN in C and in eager; Triton's interpreter printed it as
+    abs(x) * -1, which keeps a NaN positive (and a literal sign the same). Now the sign bit is copied,
+    from a tensor or a literal, NaN signs given and taken; compared with eager's sign bits."""
+    nan = float("nan")
+    a = torch.tensor([nan, nan, 1.5, -0.0, 0.0, float("inf"), -2.0, 3.0], dtype=dtype)
+    a[1] = -a[1].abs()  # a NaN with its sign bit set
+    b = torch.tensor([-1.0, 1.0, -0.0, 1.0, nan, -3.0, 0.0, nan], dtype=dtype)
+    b[4] = -b[4].abs()
+
+    def fn(a, b):
+        return (torch.copysign(a, b), torch.copysign(a, -1.0), torch.copysign(a, 2.0),
+                torch.copysign(torch.full_like(a, 2.5), b))
+
+    for got, expected in zip(cc.compile(fn, backend=backend)(a, b), fn(a, b)):
+        assert torch.equal(got.signbit(), expected.signbit()), (got, expected)
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)

@@ -220,16 +220,22 @@ class TritonPrinter(CSEPrinter):
         constant_sign = [math.copysign(1.0, float(x.value)) < 0 if isinstance(x, Constant) else None for x in v.args]
         if name == "signbit" and constant_sign[0] is not None:
             return "True" if constant_sign[0] else "False"
-        if name == "copysign" and constant_sign[1] is not None:
-            return f"(tl.abs({a[0]}) * -1.0)" if constant_sign[1] else f"tl.abs({a[0]})"
         if name == "signbit":
             bits = "tl.int64" if v.args[0].dtype == torch.float64 else "tl.int32"
             source = a[0] if v.args[0].dtype in (torch.float32, torch.float64) else f"{a[0]}.to(tl.float32)"
             return f"({source}.to({bits}, bitcast=True) < 0)"
         if name == "copysign":
-            bits = "tl.int64" if v.dtype == torch.float64 else "tl.int32"
-            a = _in_dtype_of(v, a)  # a literal magnitude in the op's dtype (Python's float is float32 to Triton)
-            return f"tl.where({a[1]}.to({bits}, bitcast=True) < 0, tl.abs({a[0]}) * -1.0, tl.abs({a[0]}))"
+            # C's copysign, bit for bit: the magnitude's bits but the sign bit, and the sign's (a NaN's
+            # too: abs(x) * -1 keeps a NaN positive). The GPU calls libdevice's, above.
+            wide = register_dtype(v.dtype) == "tl.float64"
+            bits, sign = ("tl.int64", -(1 << 63)) if wide else ("tl.int32", -(1 << 31))
+            a = _in_dtype_of(v, a)  # a literal in the op's dtype (Python's float is float32 to Triton)
+            magnitude = f"({a[0]}.to({bits}, bitcast=True) & {-sign - 1})"
+            if constant_sign[1] is not None:  # a literal has no `.to`: its sign is known here
+                signed = f"({magnitude} | {sign})" if constant_sign[1] else magnitude
+            else:
+                signed = f"({magnitude} | ({a[1]}.to({bits}, bitcast=True) & {sign}))"
+            return f"{signed}.to({register_dtype(v.dtype)}, bitcast=True)"
         if name == "bitwise_not":
             return f"(~{a[0]})"
         if name in ("lshift", "rshift"):
