@@ -683,3 +683,32 @@ def test_copysign_gives_and_takes_the_sign_of_a_nan_as_c_does(backend, dtype):
     for got, expected in zip(cc.compile(fn, backend=backend)(a, b), fn(a, b)):
         assert torch.equal(got.signbit(), expected.signbit()), (got, expected)
         torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+def test_every_launch_warm_up_and_worker_job_of_our_kernels_links_the_chosen_libdevice(monkeypatch):
+    """The libdevice choice (runtime/eager_libdevice.py) is a compile option: every way our GPU kernels are
+    compiled passes it (the fast launcher's JIT path, FCOMPILE_TRITON_LAUNCH=jit, warm-ups ahead of the
+    first launch, the compile workers' jobs), else a launch would find no binary the workers made, or
+    link Triton's copy. Checked with a stand-in for a Triton function (no GPU here)."""
+    from compiler_core.runtime import parallel_compile, triton_launch
+
+    path = "/usr/local/cuda-13.0/nvvm/libdevice/libdevice.10.bc"
+    monkeypatch.setattr(triton_launch, "compile_options", lambda: {"extern_libs": (("libdevice", path),)})
+    monkeypatch.setattr(parallel_compile, "eager_libdevice_path", lambda: path)
+    calls = []
+
+    class StandIn:
+        arg_names = ["x", "XBLOCK"]
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: calls.append(kwargs)
+
+        def warmup(self, *args, **kwargs):
+            calls.append(kwargs)
+
+    for kernel in (triton_launch.JitKernel(StandIn()), triton_launch.FastKernel(StandIn())):
+        kernel[(4,)](torch.zeros(4), XBLOCK=8)
+        kernel.warmup(torch.float32, grid=(4,), XBLOCK=8)
+    assert len(calls) == 4 and all(c["extern_libs"] == (("libdevice", path),) and c["XBLOCK"] == 8 for c in calls)
+    job = parallel_compile.WarmLaunch(StandIn(), "k", (4,), (torch.float32,), (("XBLOCK", 8),)).job("key")
+    assert job["libdevice"] == path and job["meta"] == {"XBLOCK": 8}
