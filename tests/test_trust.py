@@ -660,6 +660,8 @@ def test_the_libdevice_of_torchs_cuda_toolkit_is_found_by_its_release(tmp_path, 
     chosen = str(old / "nvvm/libdevice/libdevice.10.bc")
     assert found("13.0", {"FCOMPILE_LIBDEVICE": chosen, "CUDA_HOME": str(new)}) == chosen
     assert found("13.0", {"FCOMPILE_LIBDEVICE": "triton", "CUDA_HOME": str(new)}) is None
+    with pytest.warns(UserWarning, match="is not a file"):
+        assert found("13.0", {"FCOMPILE_LIBDEVICE": str(tmp_path / "missing.bc")}) is None
     assert eager_libdevice.compile_options(chosen) == {"extern_libs": (("libdevice", chosen),)}
     assert eager_libdevice.compile_options(None) == {}
 

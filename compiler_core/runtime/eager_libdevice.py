@@ -37,6 +37,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import warnings
 from typing import Any, Mapping, Optional
 
 APPROXIMATE = re.compile(r"(?<![\w.])sqrt\.approx\.f32(?![\w.])")
@@ -51,7 +52,13 @@ def toolkit_libdevice(cuda_version: Optional[str], environ: Mapping[str, str] = 
     "13.0"), or None. FCOMPILE_LIBDEVICE names a file to use instead ("" or "triton": Triton's copy)."""
     chosen = environ.get("FCOMPILE_LIBDEVICE")
     if chosen is not None:
-        return chosen if chosen not in ("", "triton") and os.path.isfile(chosen) else None
+        if chosen in ("", "triton"):
+            return None
+        if not os.path.isfile(chosen):
+            warnings.warn(f"FCOMPILE_LIBDEVICE={chosen!r} is not a file: our GPU kernels link Triton's libdevice "
+                          "(name a libdevice.10.bc, or 'triton')", stacklevel=2)
+            return None
+        return chosen
     if not cuda_version:
         return None
     homes = [environ.get("CUDA_HOME"), environ.get("CUDA_PATH"), f"/usr/local/cuda-{cuda_version}", "/usr/local/cuda"]
