@@ -14,7 +14,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from compiler_core.runtime import eager_libdevice
+from compiler_core.runtime import eager_libdevice, interpreter_folds
 
 
 def _prepare_triton_interpreter() -> None:
@@ -441,7 +441,9 @@ def exec_triton_module(source: str, filename: str, interpret: bool) -> dict[str,
         linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
         namespace: dict[str, Any] = {"__name__": "fcompile_triton_kernels"}
         exec(compile(source, filename, "exec"), namespace)
-        if not interpret:
+        if interpret:
+            interpreter_folds.claim(namespace)
+        else:
             eager_libdevice.claim(namespace)
         return namespace
     finally:
