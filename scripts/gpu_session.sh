@@ -2,6 +2,7 @@
 # One device-tool call that runs the GPU stages a session asks for, each under its own time limit,
 # writing full logs under $OUT and a short summary last. Stages (environment variables):
 #   GPU_TESTS=1                      the -m gpu tests (GPU_TEST_FILES below)
+#   TESTS="tests/test_call_path.py ..." TESTS_T=300   whole test files (CPU tests too) under the image's torch
 #   OPINFO=native,complex64 OPINFO_T=300   tests/opinfo_sweep.py --device cuda: the CPU's native set (fp32),
 #                                    and/or every op with complex64 samples
 #   DYN=llama,bert DYN_DTYPES=fp32,bf16 DYN_T=300    scripts/zoo_dynamic.py, inference
@@ -32,6 +33,8 @@ stage() {  # stage NAME SECONDS COMMAND...
 GPU_TEST_FILES="tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py tests/test_integer_ops.py"
 # shellcheck disable=SC2086
 [ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu $GPU_TEST_FILES -q -p no:cacheprovider -p no:logging
+# shellcheck disable=SC2086
+[ -n "${TESTS:-}" ] && stage tests "${TESTS_T:-300}" python3 -m pytest $TESTS -q -p no:cacheprovider -p no:logging
 OPINFO=${OPINFO:-}
 for set in ${OPINFO//,/ }; do
   case $set in
