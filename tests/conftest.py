@@ -136,7 +136,29 @@ def pytest_unconfigure(config):
         shutil.rmtree(shared, ignore_errors=True)
 
 
+INTERPRETER_OFF = ("backend='triton' on CPU tensors runs in Triton's interpreter, which is off on a machine with a "
+                   "GPU (Triton decides at import): there such a graph runs in eager PyTorch and the session says "
+                   "so; the gpu-marked tests run our Triton kernels on the GPU")
+
+
 def pytest_collection_modifyitems(session, config, items):
+    _skip_interpreted_triton_where_a_gpu_is(items)
+    _start_sweeps(items)
+
+
+def _skip_interpreted_triton_where_a_gpu_is(items) -> None:
+    """A test not marked `gpu` that takes backend="triton" compiles CPU tensors for the interpreter."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return
+    for item in items:
+        params = getattr(getattr(item, "callspec", None), "params", {})
+        if params.get("backend") == "triton" and item.get_closest_marker("gpu") is None:
+            item.add_marker(pytest.mark.skip(reason=INTERPRETER_OFF))
+
+
+def _start_sweeps(items) -> None:
     sweeps = [item for item in items if _sweep_of(item) is not None]
     if not sweeps or len(items) == len(sweeps) or importlib.util.find_spec("expecttest") is None:
         return
