@@ -221,14 +221,13 @@ class TritonPrinter(CSEPrinter):
         if name == "signbit" and constant_sign[0] is not None:
             return "True" if constant_sign[0] else "False"
         if name == "signbit":
-            bits = "tl.int64" if v.args[0].dtype == torch.float64 else "tl.int32"
+            bits, _ = _float_bits(v.args[0].dtype)
             source = a[0] if v.args[0].dtype in (torch.float32, torch.float64) else f"{a[0]}.to(tl.float32)"
             return f"({source}.to({bits}, bitcast=True) < 0)"
         if name == "copysign":
             # C's copysign, bit for bit: the magnitude's bits but the sign bit, and the sign's (a NaN's
             # too: abs(x) * -1 keeps a NaN positive). The GPU calls libdevice's, above.
-            wide = register_dtype(v.dtype) == "tl.float64"
-            bits, sign = ("tl.int64", -(1 << 63)) if wide else ("tl.int32", -(1 << 31))
+            bits, sign = _float_bits(v.dtype)
             a = _in_dtype_of(v, a)  # a literal in the op's dtype (Python's float is float32 to Triton)
             magnitude = f"({a[0]}.to({bits}, bitcast=True) & {-sign - 1})"
             if constant_sign[1] is not None:  # a literal has no `.to`: its sign is known here
@@ -269,8 +268,7 @@ class TritonPrinter(CSEPrinter):
             # flipped, as C++'s -x and eager's negation do, for every value.
             if not floating or isinstance(v.args[0], Constant):
                 return f"(-{a[0]})"
-            wide = register_dtype(v.dtype) == "tl.float64"
-            bits, sign = ("tl.int64", -(1 << 63)) if wide else ("tl.int32", -(1 << 31))
+            bits, sign = _float_bits(v.dtype)
             return f"({a[0]}.to({bits}, bitcast=True) ^ {sign}).to({register_dtype(v.dtype)}, bitcast=True)"
         if name == "reciprocal":
             return _divide(v, a)
@@ -635,6 +633,12 @@ def pointer_offset(index: Index) -> str:
     rejects a scalar pointer with a block mask."""
     text = f"({index.render()})"
     return text if index.free_vars() else f"{text} + 0 * xindex"
+
+
+def _float_bits(dtype: torch.dtype) -> tuple[str, int]:
+    """The integer type a float register of `dtype` is bitcast to, and its sign bit as a literal of that
+    type (negative): neg, copysign and signbit read and write the sign through these."""
+    return ("tl.int64", -(1 << 63)) if register_dtype(dtype) == "tl.float64" else ("tl.int32", -(1 << 31))
 
 
 def triton_literal(value: object, dtype: torch.dtype) -> str:
