@@ -374,7 +374,8 @@ def _int_remainder(a, b, signed: tl.constexpr):
 
 @triton.jit
 def _divide_ieee(a, b):
-    # float32's `/` is Triton's approximate div.full.f32; div_rn rounds as IEEE (float64's `/` does)
+    # float32's `/` is Triton's approximate div.full.f32; div_rn rounds as IEEE (float64's `/` does).
+    # The helpers' own divisions: an IR op's division is printed by `_divide`, which knows the dtypes.
     if a.dtype == tl.float32:
         return tl.math.div_rn(a, b.to(tl.float32))
     else:
