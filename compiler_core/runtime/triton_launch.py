@@ -72,7 +72,8 @@ class JitKernel:
         self.options = compile_options()
 
     def __getitem__(self, grid: Any) -> Any:
-        return functools.partial(self.fn[grid], **self.options)
+        launch = self.fn[grid]
+        return functools.partial(launch, **self.options) if self.options else launch
 
     def warmup(self, *args: Any, **kwargs: Any) -> Any:
         return self.fn.warmup(*args, **kwargs, **self.options)
