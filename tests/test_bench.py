@@ -48,13 +48,32 @@ def check_schema(report: dict, workloads: list[str]) -> None:
         assert (row["ours_ms"] is not None and isinstance(row["matches_eager"], bool)) or row["ours_error"]
 
 
-def test_bench_smoke_without_inductor(tmp_path):
-    report = run_bench(tmp_path, "--only", "softmax,swiglu_chain", "--no-inductor")
+@pytest.fixture(scope="module")
+def without_inductor(tmp_path_factory) -> dict:
+    """One run of two memory-bound rows without Inductor, read by the tests below (a run costs ~15 s)."""
+    return run_bench(tmp_path_factory.mktemp("bench"), "--only", "softmax,swiglu_chain", "--no-inductor")
+
+
+def test_bench_smoke_without_inductor(without_inductor):
+    report = without_inductor
     check_schema(report, ["softmax", "swiglu_chain"])
     softmax = report["rows"][0]
     assert softmax["ideal_bytes"] == 2 * 32 * 64 * 4  # x read once, y written once (fp32)
     assert softmax["memory_bound"] is True
     assert softmax["inductor_ms"] is None and softmax["inductor_compile_cold_s"] is None
+
+
+def test_table_says_noisy_rerun_for_a_row_the_rules_flag_and_the_bench_records_the_spread(without_inductor):
+    report = without_inductor
+    row = report["rows"][0]
+    low, high = row["ours_iqr_ms"]
+    assert low <= row["ours_ms"] <= high and isinstance(row["noise"], list)
+    assert report["noisy_rows"] == [r["workload"] for r in report["rows"] if r["noise"]]
+    noisy = {**row, "noise": ["ours's samples spread 80% of its median (IQR)"]}
+    table = format_table({**report, "rows": [noisy], "noisy_rows": ["softmax"]})
+    assert "noisy: rerun" in table and "NOT FIGURES: 1 of 1 rows timed noisy (softmax)" in table
+    assert "spread 80%" in table
+    assert "NOT FIGURES" not in format_table({**report, "rows": [{**row, "noise": []}], "noisy_rows": []})
 
 
 @pytest.mark.slow
@@ -138,16 +157,3 @@ def test_noise_rules_flag_spread_and_load_but_pass_tight_samples_on_a_quiet_mach
     spread = noise_reasons({**tight, "ours": [0.5, 0.9, 0.3, 1.2]}, (0.3, 2))
     assert len(spread) == 1 and spread[0].startswith("ours's samples spread")
     assert any("load average 2.5 above the 2 cores" in r for r in noise_reasons(tight, (2.5, 2)))
-
-
-def test_table_says_noisy_rerun_for_a_row_the_rules_flag_and_the_bench_records_the_spread(tmp_path):
-    report = run_bench(tmp_path, "--only", "softmax", "--no-inductor")
-    row = report["rows"][0]
-    low, high = row["ours_iqr_ms"]
-    assert low <= row["ours_ms"] <= high and isinstance(row["noise"], list)
-    assert report["noisy_rows"] == (["softmax"] if row["noise"] else [])
-    noisy = {**row, "noise": ["ours's samples spread 80% of its median (IQR)"]}
-    table = format_table({**report, "rows": [noisy], "noisy_rows": ["softmax"]})
-    assert "noisy: rerun" in table and "NOT FIGURES: 1 of 1 rows timed noisy (softmax)" in table
-    assert "spread 80%" in table
-    assert "NOT FIGURES" not in format_table({**report, "rows": [{**row, "noise": []}], "noisy_rows": []})

@@ -62,12 +62,29 @@ def test_a_misaligned_tensor_other_dtype_meta_or_int_goes_through_the_jit():
     k[(4,)](base[1:], out, 64, XBLOCK=16)  # 4 bytes past a 16-byte boundary: another binary in Triton
     k[(4,)](base[:64].double(), out, 64, XBLOCK=16)
     k[(4,)](base[:64], out, 64, XBLOCK=32)
-    k[(4,)](base[:64], out, 16, XBLOCK=16)
+    k[(4,)](base[:64], out, 33, XBLOCK=16)  # an int 16 does not divide: Triton drops a divisibility hint
     assert kinds(jit) == ["jit"] * 5
     k[(4,)](base[1:], out, 64, XBLOCK=16)
     k[(4,)](base[:64], out, 64, XBLOCK=16)
     assert kinds(jit)[5:] == ["binary", "binary"]
     assert specialization_key((base[:64],), {}) != specialization_key((base[1:],), {})
+
+
+def test_an_int_argument_is_keyed_by_triton_s_class_of_it_not_by_value():
+    """A symbolic size passed to a kernel changes every call in a decode step (the cache grows by one
+    row): values of one class share a binary, each class (1, multiples of 16, others; widths) has its own."""
+    jit = Jit()
+    k = FastKernel(jit)
+    x, out = torch.randn(64), torch.empty(64)
+    for n in (33, 34, 35, 47):  # one class: i32, not 1, not a multiple of 16
+        k[(4,)](x, out, n, XBLOCK=16)
+    assert kinds(jit) == ["jit", "binary", "binary", "binary"]
+    assert [c[1][-2] for c in jit.calls[1:]] == [34, 35, 47]  # each launch gets its own value
+    for n in (48, 1, 1 << 40, 64, 1, (1 << 40) + 1):
+        k[(4,)](x, out, n, XBLOCK=16)
+    assert kinds(jit)[4:] == ["jit", "jit", "jit", "binary", "binary", "jit"]
+    assert len({triton_launch.int_class(n) for n in (16, 32, 1, 2, 3, -16, 1 << 31, 1 << 63)}) == 5
+    assert specialization_key((x, True), {}) != specialization_key((x, 1), {})  # a bool is not an int
 
 
 def test_each_grid_has_its_own_binary_launch():

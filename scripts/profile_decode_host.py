@@ -1,0 +1,73 @@
+"""Where a decode step's host time goes: cProfile of ours' steps on one row of scripts/decode_bench.py.
+
+    PYTHONPATH=. python scripts/profile_decode_host.py --device cuda --row dynamic --steps 30
+
+Prints the wall time per step (CUDA-synchronized), then the profile's top functions by their own time
+and by cumulative time, so a launch-bound step shows which host work costs it."""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+import torch
+import transformers as tf
+
+sys.path.insert(0, str(Path(__file__).parent))
+import decode_bench as bench  # noqa: E402
+
+import compiler_core as cc  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    parser.add_argument("--row", choices=("static", "dynamic"), default="dynamic")
+    parser.add_argument("--steps", type=int, default=30)
+    parser.add_argument("--contender", choices=("ours", "inductor"), default="ours")
+    args = parser.parse_args()
+    tf.logging.set_verbosity_error()
+    config, model = bench._llama(args.device)
+    forward = cc.compile(model, dynamic=None) if args.contender == "ours" else torch.compile(model)
+    rows = bench.SIZES[args.device][4]
+    cache = (tf.StaticCache(config=config, max_cache_len=rows) if args.row == "static"
+             else tf.DynamicCache(config=config))
+    current = torch.randint(3, 1000, (1, 16), generator=torch.Generator().manual_seed(1)).to(args.device)
+
+    def step() -> None:
+        nonlocal current
+        current = forward(input_ids=current, **{bench.CACHE_ARG: cache}, use_cache=True).logits[:, -1:].argmax(-1)
+
+    with torch.no_grad():
+        for _ in range(10):
+            step()
+        bench._sync(args.device)
+        start = time.perf_counter()
+        for _ in range(args.steps):
+            step()
+        bench._sync(args.device)
+        print(f"{args.contender} {args.row}: {(time.perf_counter() - start) / args.steps * 1e3:.3f} ms a step "
+              f"(unsynchronized between steps)")
+        profile = cProfile.Profile()
+        profile.enable()
+        for _ in range(args.steps):
+            step()
+        bench._sync(args.device)
+        profile.disable()
+    if args.contender == "ours":
+        s = forward.session
+        print("graphs", len(s.graphs), "breaks", len(s.breaks), "kernels", s.stats.get("kernel_count"),
+              "symbolic", [g.symbolic for g in s.graphs])
+    for order in ("tottime", "cumulative"):
+        text = io.StringIO()
+        pstats.Stats(profile, stream=text).sort_stats(order).print_stats(25)
+        print(text.getvalue()[-6000:])
+
+
+if __name__ == "__main__":
+    main()
