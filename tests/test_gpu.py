@@ -401,12 +401,12 @@ def test_repeated_launches_through_the_binary_match_eager():
     scope = host_namespace(compiled.session.graphs[0].artifact.call)
     kernels = [fn for fn in vars(scope["k"]).values() if isinstance(fn, FastKernel)]
     assert kernels
-    binaries = [key for fn in kernels for launch in fn._by_grid.values() for key in launch._proven]
+    binaries = [key for fn in kernels for key in fn.proven]
     misaligned = [key for key in binaries if any(isinstance(e, tuple) and isinstance(e[0], torch.dtype) and not e[1]
                                                  for e in key)]
     assert binaries and misaligned, "no launch went through a binary, or none with a misaligned input"
     if hasattr(torch._C, "_StaticCudaLauncher"):  # aligned launches go through torch's C++ launcher
-        direct = [d for fn in kernels for launch in fn._by_grid.values() for d in launch._direct.values()]
+        direct = [d for fn in kernels for d in fn.direct.values()]
         assert any(d is not None and d.proven for d in direct), "no launch went through torch's launcher"
 
 

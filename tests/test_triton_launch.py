@@ -87,15 +87,22 @@ def test_an_int_argument_is_keyed_by_triton_s_class_of_it_not_by_value():
     assert specialization_key((x, True), {}) != specialization_key((x, 1), {})  # a bool is not an int
 
 
-def test_each_grid_has_its_own_binary_launch():
+def test_every_grid_launches_the_kernels_binary_with_its_own_dimensions():
+    """A grid over symbolic sizes is new at each size (a decode step's cache grows a row a call): the
+    binary is the kernel's, whatever grid it is launched on, and the grids kept are bounded."""
     jit = Jit()
     k = FastKernel(jit)
     x, out = torch.randn(64), torch.empty(64)
     k[(4,)](x, out, 64, XBLOCK=16)
     k[(2, 3)](x, out, 64, XBLOCK=16)
     k[(2, 3)](x, out, 64, XBLOCK=16)
-    assert kinds(jit) == ["jit", "jit", "binary"]
-    assert jit.calls[2][1][:3] == (2, 3, 1)
+    assert kinds(jit) == ["jit", "binary", "binary"]
+    assert jit.calls[1][1][:3] == (2, 3, 1)
+    for blocks in range(5, 5 + 2 * triton_launch.MAX_GRIDS):
+        k[(blocks,)](x, out, 64, XBLOCK=16)
+    assert kinds(jit)[3:] == ["binary"] * (2 * triton_launch.MAX_GRIDS)
+    assert jit.calls[-1][1][:3] == (4 + 2 * triton_launch.MAX_GRIDS, 1, 1)
+    assert len(k._by_grid) <= triton_launch.MAX_GRIDS
 
 
 def test_a_parameter_left_to_its_default_or_a_hook_keeps_the_jit_path(monkeypatch):
@@ -257,3 +264,23 @@ def test_a_launcher_that_refuses_its_arguments_is_dropped_for_tritons(monkeypatc
     for _ in range(3):
         k[(4,)](x, out, XBLOCK=16)
     assert kinds(jit) == ["jit", "binary", "binary"]
+
+
+def test_kernels_over_symbolic_sizes_leave_the_sizes_unspecialized():
+    """Triton compiles a kernel again for an int argument of 1 and for multiples of 16 unless told not to:
+    mid-decode, each kernel taking the cache's length stalled ~0.3 s when the length first reached a
+    multiple of 16. Our kernels' size arguments are `do_not_specialize`: one binary for every size."""
+    import compiler_core as cc
+
+    def f(x):
+        return torch.softmax(x * 2, -1) + 1
+
+    compiled = cc.compile(f, backend="triton", dynamic=True)
+    for rows in (3, 16, 1):
+        x = torch.randn(rows, 24)
+        torch.testing.assert_close(compiled(x), f(x))
+    kernels = compiled.session.kernels
+    sized = [k for k in kernels if k.size_args]
+    assert sized, [k.source for k in kernels]
+    for k in sized:
+        assert f"@triton.jit(do_not_specialize={list(k.size_args)!r})" in k.source, k.source

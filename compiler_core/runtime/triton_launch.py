@@ -82,6 +82,9 @@ class JitKernel:
         return getattr(self.fn, name)
 
 
+MAX_GRIDS = 64  # grid launch objects kept per kernel (each a few attributes; the binaries are the kernel's)
+
+
 class FastKernel:
     """Stands in for a Triton JITFunction in a host program's `k` namespace; `k.name[grid](...)`."""
 
@@ -90,10 +93,18 @@ class FastKernel:
         self.arg_names: tuple[str, ...] = tuple(fn.arg_names)
         self.options = compile_options()  # given to Triton's JIT path, which compiles
         self._by_grid: dict[Any, GridLaunch] = {}
+        # Shared by every grid: a grid over symbolic sizes is new at each size (a decode step's cache grows
+        # a row a call), and a binary does not depend on the grid it is launched on.
+        self.binaries: dict[tuple, Optional[tuple]] = {}  # specialization key -> (runner, handles, tail)
+        self.proven: set[tuple] = set()  # keys whose binary launched once without refusing its arguments
+        # meta-parameters -> the all-aligned, all-tensor binary launched from C++ (None: not possible)
+        self.direct: dict[tuple, Optional[DirectLaunch]] = {}
 
     def __getitem__(self, grid: Any) -> "GridLaunch":
         launch = self._by_grid.get(grid)
         if launch is None:
+            if len(self._by_grid) >= MAX_GRIDS:  # symbolic grids: one per size seen, forgotten in bulk
+                self._by_grid.clear()
             launch = self._by_grid[grid] = GridLaunch(self, tuple(grid))
         return launch
 
@@ -109,10 +120,7 @@ class GridLaunch:
         self.kernel = kernel
         self.grid = grid
         self.dims = (grid[0], grid[1] if len(grid) > 1 else 1, grid[2] if len(grid) > 2 else 1)
-        self._binaries: dict[tuple, Optional[tuple]] = {}  # specialization key -> (runner, handles, tail)
-        self._proven: set[tuple] = set()  # keys whose binary launched once without refusing its arguments
-        # meta-parameters -> the all-aligned, all-tensor binary launched from C++ (None: not possible)
-        self._direct: dict[tuple, Optional[DirectLaunch]] = {}
+        self._binaries, self._proven, self._direct = kernel.binaries, kernel.proven, kernel.direct
 
     def __call__(self, *args: Any, **meta: Any) -> Any:
         direct = self._direct.get(tuple(meta.items()))

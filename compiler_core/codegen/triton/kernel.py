@@ -838,7 +838,10 @@ def _generate_triton_kernel(plan: KernelPlan, interpret: bool, aliased: frozense
     sizes = symbols_in(plan)
     args = [n for n, _ in plan.inputs] + [n for n, _ in plan.outputs] + list(sizes)
     constexprs = ["XBLOCK: tl.constexpr"] + (["RBLOCK: tl.constexpr"] if plan.is_reduction else [])
-    lines = ["@triton.jit", f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
+    # Sizes unspecialized: Triton would compile again for a size of 1 and for multiples of 16 (a stall of
+    # ~0.3 s a kernel mid-decode, each time a growing cache reached such a length); one binary serves all.
+    jit = f"@triton.jit(do_not_specialize={list(sizes)!r})" if sizes else "@triton.jit"
+    lines = [jit, f"def {plan.name}({', '.join(args + constexprs)}):", *_header(plan)]
     if aliased and (plan.is_reduction or plan.scatters):
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.segments:
