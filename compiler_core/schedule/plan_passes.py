@@ -40,7 +40,7 @@ from __future__ import annotations
 import dataclasses
 import difflib
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import ceil
 from typing import Callable, Optional
 
@@ -106,26 +106,56 @@ COLUMN_MIN_CHUNK = 256
 
 
 # ---- the pipeline -------------------------------------------------------------------------------
+class PrintedPlan:
+    """A plan and its pretty() text, printed when first read. The pass log keeps a plan per pass, and
+    most are never shown: printed at every compile, they were most of a compile where values share
+    deep subtrees (a plan prints each use of a shared value in full: histogramdd's kernels took 10 s
+    of a 13 s compile, 2026-12-06)."""
+
+    __slots__ = ("plan", "_text")
+
+    def __init__(self, plan: KernelPlan):
+        self.plan = plan
+        self._text: Optional[str] = None
+
+    @property
+    def text(self) -> str:
+        if self._text is None:
+            self._text = self.plan.pretty()
+        return self._text
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PrintedPlan) and (self.plan is other.plan or self.text == other.text)
+
+    def __hash__(self) -> int:
+        return hash(self.text)
+
+
 @dataclass(frozen=True)
 class PassRecord:
-    """One pass over one kernel's plan: what it decided, and the plan as printed after it."""
+    """One pass over one kernel's plan: what it decided, and the plan after it (`after`: as printed)."""
 
     name: str
     summary: str  # the pass's note, or "no change"
-    after: str  # plan.pretty() after the pass
+    printed: PrintedPlan = field(repr=False)
     changed: bool
+
+    @property
+    def after(self) -> str:
+        """plan.pretty() after the pass, printed on first use."""
+        return self.printed.text
 
 
 def run_plan_passes(plan: KernelPlan, passes: list[tuple[str, Callable[[KernelPlan], KernelPlan]]]
                     ) -> tuple[KernelPlan, tuple[PassRecord, ...]]:
     """Apply `passes` (name, function) in order; the first record is the plan as built."""
-    records = [PassRecord("built", "the plan the scheduler's fusion group gives", plan.pretty(), True)]
+    records = [PassRecord("built", "the plan the scheduler's fusion group gives", PrintedPlan(plan), True)]
     for name, apply in passes:
         after = apply(plan)
         new_notes = after.notes[len(plan.notes):]
         changed = after != plan
         summary = "; ".join(new_notes) if new_notes else ("rewritten" if changed else "no change")
-        records.append(PassRecord(name, summary, after.pretty() if changed else records[-1].after, changed))
+        records.append(PassRecord(name, summary, PrintedPlan(after) if changed else records[-1].printed, changed))
         plan = after
     return plan, tuple(records)
 
