@@ -38,6 +38,7 @@ from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.corrections import corrected_references
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.gc_pause import gc_paused
+from compiler_core.stack_room import stack_room
 from compiler_core.ir import symbolic
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
@@ -488,7 +489,8 @@ def compile_aten_graph(gm: torch.fx.GraphModule, example_inputs: list, record: G
                        options: Options, released_inputs: frozenset = frozenset()) -> Callable:
     """The stages after AOT tracing: each artifact lands on `record` as soon as it exists.
     `released_inputs`: graph inputs nobody but this program holds (LoopGraph.released_inputs)."""
-    with gc_paused(), symbolic.shape_env_of(gm):  # gc_pause.py: the collector's walks were a third of scheduling
+    # gc_pause.py: the collector's walks were a third of scheduling; stack_room.py: deep value trees.
+    with gc_paused(), stack_room(), symbolic.shape_env_of(gm):
         return _compile_stages(gm, example_inputs, record, options, released_inputs)
 
 

@@ -2,6 +2,7 @@
 the groups between a pair (issue 6, item 7). Timed on CPU time of this process, so a busy machine
 slows the test without failing it."""
 
+import sys
 import time
 
 import pytest
@@ -159,6 +160,43 @@ def test_a_value_shared_by_every_step_is_compiled_once_per_node():
     assert seconds[1] < 3 * seconds[0] + 2.0, seconds
     source = compiled.session.kernels[0].source
     assert source.count("0.25") <= 2 * 24, "each step's product printed once"
+
+
+def test_every_printed_view_of_a_shared_value_tree_grows_linearly():
+    """What the explorer prints of that kernel (the loop graph, the plan before and after each plan
+    pass, the scheduled plan) names a long subtree read twice and prints it once (`%3 = ...`): printed
+    in full, 40 steps of the recurrence are 2^40 characters, and opening the kernel's view hung."""
+    import compiler_core as cc
+
+    x = torch.rand(64)
+    lengths = {}
+    for steps in (20, 40):
+        compiled = cc.compile(lambda x, steps=steps: _recurrence(x, steps), backend="cpp")
+        torch.testing.assert_close(compiled(x), _recurrence(x, steps))
+        record = compiled.session.graphs[0]
+        kernel = record.kernels[0]
+        texts = [record.loops.pretty(), kernel.plan.pretty(), *(p.after for p in kernel.passes)]
+        lengths[steps] = max(len(t) for t in texts)
+        assert "%0 = " in kernel.plan.pretty()
+    assert lengths[40] < 3 * lengths[20] < 60_000, lengths
+
+
+def test_a_chain_deeper_than_the_inlining_limit_splits_into_kernels():
+    """100 steps of the recurrence are a chain of 400 pointwise nodes: past kernel_plan's inlining limit
+    (120 levels), so the scheduler splits it. Inlining a level takes about nine Python frames: before
+    stack_room.py, Python's default limit of 1,000 frames was hit before the scheduler's own limit, and
+    the RecursionError sent the whole graph to eager (at 40 steps already)."""
+    import compiler_core as cc
+
+    x = torch.rand(64)
+    limit_before = sys.getrecursionlimit()
+    for steps in (40, 100):
+        compiled = cc.compile(lambda x, steps=steps: _recurrence(x, steps), backend="cpp")
+        torch.testing.assert_close(compiled(x), _recurrence(x, steps))
+        record = compiled.session.graphs[0]
+        assert record.fallback_reason is None, record.fallback_reason
+        assert (len(record.kernels) == 1) == (steps == 40), len(record.kernels)
+        assert sys.getrecursionlimit() == limit_before  # the room is given back
 
 
 def test_a_shared_value_read_again_beside_a_row_cache_is_compiled_once_per_node():

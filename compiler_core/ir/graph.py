@@ -16,7 +16,7 @@ import torch
 
 from compiler_core.ir.index import Index
 from compiler_core.ir.symbolic import as_size, decide, hint, is_symbolic, known
-from compiler_core.ir.values import IndirectIndex, Value, format_position, format_value, loads
+from compiler_core.ir.values import IndirectIndex, Value, format_position, format_value, format_values, loads
 
 
 @dataclass(frozen=True)
@@ -210,7 +210,9 @@ class LoopNode:
                     f"  ({'atomic' if self.accumulate == 'add' else 'overwrite'})")
         if self.kind == "reduction":
             loop += f", r in {list(self.reduction_ranges)}: {self.reduction_type}"
-        return f"{head}\n    {loop}\n    {self.name}[{self.store_index}] = {format_value(self.body)}"
+        bindings, (body,) = format_values([self.body])  # a long subtree read twice: named, printed once
+        lets = "".join(f"\n    {name} = {text}" for name, text in bindings)
+        return f"{head}\n    {loop}{lets}\n    {self.name}[{self.store_index}] = {body}"
 
 
 @dataclass(frozen=True)

@@ -286,8 +286,42 @@ _INFIX = {"add": "+", "sub": "-", "mul": "*", "truediv": "/", "eq": "==", "ne": 
 
 
 def format_value(value: Value) -> str:
-    """Readable one-line form, e.g. `exp(arg0_1[64*x0 + r0] - buf0)`."""
-    return _memoized(lambda v, recurse: _format(v, recurse))(value)
+    """Readable one-line form, e.g. `exp(arg0_1[64*x0 + r0] - buf0)`; a long subtree read twice or more
+    is printed once, after the rest (`(%0 * %0)  where %0 = exp(...)`, see format_values)."""
+    bindings, (text,) = format_values([value])
+    return text if not bindings else f"{text}  where {'; '.join(f'{n} = {t}' for n, t in bindings)}"
+
+
+# A shared op is named when its own form is longer than this: `(x + 1)` read twice reads best as it
+# is, and each name's text is then at most twice this plus the op around it.
+NAME_SHARED_LONGER_THAN = 60
+
+
+def format_values(values: list[Value]) -> tuple[list[tuple[str, str]], list[str]]:
+    """Readable forms of `values` and the bindings they read: every op or cast read by two parents or
+    more (counting `values` themselves as parents) whose form is longer than NAME_SHARED_LONGER_THAN
+    characters is printed once as a numbered binding (`%0`, `%1`...; inner ones first) and read by its
+    name. Printed in full, a tree whose 2^n paths share n nodes (a recurrence reading its last step
+    twice, the common subexpressions a plan pass merged) is 2^n characters long: a Clenshaw recurrence
+    of 30 steps would be a gigabyte of text."""
+    # id -> reads of it: an edge from each distinct parent, `values` read by one synthetic parent (one
+    # walk over all of them, so a node under two roots counts its own reads once).
+    uses: dict[int, int] = {}
+    for node in walk(Op("values", tuple(values), torch.float32)):
+        for child in children(node):
+            uses[id(child)] = uses.get(id(child), 0) + 1
+    bindings: list[tuple[str, str]] = []
+
+    def transform(value: Value, recurse: Callable[[Value], str]) -> str:
+        text = _format(value, recurse)
+        if isinstance(value, (Op, Cast)) and uses[id(value)] > 1 and len(text) > NAME_SHARED_LONGER_THAN:
+            bindings.append((f"%{len(bindings)}", text))
+            return bindings[-1][0]
+        return text
+
+    text_of = _memoized(transform)
+    texts = [text_of(v) for v in values]
+    return bindings, texts
 
 
 def format_position(terms: tuple[IndirectIndex, ...]) -> str:

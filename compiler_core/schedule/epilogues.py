@@ -32,6 +32,7 @@ from compiler_core.schedule.accumulate import fold_matmul_adds
 from compiler_core.schedule.artifacts import FusionDecision, Schedule
 from compiler_core.schedule.fusion import schedule
 from compiler_core.schedule.reader_recompute import recompute_for_readers
+from compiler_core.stack_room import with_stack_room
 
 ADDMM = "aten.addmm.default"
 CONVOLUTION = "aten.convolution.default"
@@ -41,6 +42,7 @@ CONV_BIAS_SPLIT_DEVICES = ("cuda",)  # where a convolution's bias may move into 
 
 
 @with_gc_paused
+@with_stack_room
 def schedule_with_epilogues(graph: LoopGraph, fusion: bool = True) -> tuple[LoopGraph, Schedule]:
     """Split each addmm whose bias add can fuse with its consumers; schedule the result; then fold
     each matmul whose product only a lone add reads into an addmm (schedule/accumulate.py), and let

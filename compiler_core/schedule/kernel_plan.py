@@ -31,7 +31,7 @@ from compiler_core.ir.values import (
     ReductionResult,
     Value,
     format_position,
-    format_value,
+    format_values,
     loads,
     rebuild,
     subs_index,
@@ -270,12 +270,17 @@ class KernelPlan:
             where = ("for each x:" if not self.is_reduction else
                      "for each x, one pass over r:" if kind == "loop" else "for each x, after the pass:")
             lines.append(where)
+            # Subtrees the steps share (a common subexpression, a recurrence's last step) print once.
+            values = [v for step in steps for v in (step.value, step.centre) if v is not None]
+            bindings, texts = format_values(values)
+            text_of = {id(v): t for v, t in zip(values, texts)}
+            lines += [f"    {name} = {text}" for name, text in bindings]
             for step in steps:
-                value = format_value(step.value)
+                value = text_of[id(step.value)]
                 if step.online_max:
                     value = f"sum(exp({value} - {step.online_max}))  [online: rescaled as {step.online_max} grows]"
                 elif step.centre is not None:
-                    centre = format_value(step.centre)
+                    centre = text_of[id(step.centre)]
                     value = (f"sum(({value} - {centre})**2)  [welford: running count, mean and M2 per lane, "
                              "centred after the pass]")
                 elif step.reduction_type:
