@@ -38,7 +38,6 @@ from compiler_core.decomp.conv_layout import choose_conv_layout
 from compiler_core.decomp.corrections import corrected_references
 from compiler_core.decomp.table import decomposition_table, to_prim_graph
 from compiler_core.gc_pause import gc_paused
-from compiler_core.stack_room import stack_room
 from compiler_core.ir import symbolic
 from compiler_core.ir.lowering import lower
 from compiler_core.runtime.autotune import choose_configs
@@ -50,6 +49,7 @@ from compiler_core.schedule.gather_inline import inline_into_gathers
 from compiler_core.schedule.index_inline import inline_index_computations
 from compiler_core.schedule.memory import plan_memory
 from compiler_core.session import CompileSession, GraphRecord
+from compiler_core.stack_room import stack_room
 
 BACKENDS = ("auto", "triton", "cpp")
 MODES = ("default", "reduce-overhead", "max-autotune")

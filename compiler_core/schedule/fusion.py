@@ -24,7 +24,7 @@ from compiler_core.ir.symbolic import hint
 from compiler_core.ir.values import Load, walk
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
 from compiler_core.schedule.horizontal import fuse_horizontally, renumbered
-from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan, placement
+from compiler_core.schedule.kernel_plan import Space, placement, plan_refusal
 from compiler_core.schedule.memory_order import GraphMemory, memory_order, memory_profile
 
 # A fusion may raise the simulated memory peak by this fraction of it and still be taken.
@@ -369,12 +369,8 @@ class _Scheduler:
         if key not in self.plan_verdicts and self._elementwise_chain(members, space):
             self.plan_verdicts[key] = None
         if key not in self.plan_verdicts:
-            try:
-                build_kernel_plan(self.graph, "candidate", members, self._materialized(members), space,
-                                  self.recomputed, parameters=False)
-                self.plan_verdicts[key] = None
-            except PlanError as why:
-                self.plan_verdicts[key] = str(why)
+            self.plan_verdicts[key] = plan_refusal(self.graph, members, self._materialized(members), space,
+                                                   self.recomputed)
         return self.plan_verdicts[key]
 
     # Below the plan's inlining depth limit (kernel_plan.resolve refuses chains past 120).

@@ -26,7 +26,7 @@ import heapq
 from compiler_core.ir.graph import LoopGraph
 from compiler_core.ir.symbolic import hint
 from compiler_core.schedule.artifacts import FusionDecision, FusionGroup, Schedule
-from compiler_core.schedule.kernel_plan import PlanError, Space, build_kernel_plan
+from compiler_core.schedule.kernel_plan import Space, plan_refusal
 
 # Pointer arguments of one horizontal kernel at most: 256 pointers are 2 KB of the 4 KB CUDA passes
 # kernel parameters in, and each segment is one more branch for Triton to compile (Adam on 24
@@ -114,10 +114,9 @@ def _merge(graph: LoopGraph, batch: list[FusionGroup]) -> tuple[FusionGroup, str
     for x, same in by_space.items():
         nodes = tuple(sorted((n for g in same for n in g.nodes), key=order.get))
         materialized = {b for g in same for b in g.materialized}
-        try:
-            build_kernel_plan(graph, "candidate", list(nodes), materialized, Space(x), parameters=False)
+        if plan_refusal(graph, list(nodes), materialized, Space(x)) is None:
             segments.append((nodes, x))
-        except PlanError:  # should not happen for independent pointwise nodes; keep them apart then
+        else:  # should not happen for independent pointwise nodes; keep them apart then
             segments += [(g.nodes, x) for g in same]
     nodes = tuple(sorted((n for g in batch for n in g.nodes), key=order.get))
     materialized = tuple(b for g in batch for b in g.materialized)

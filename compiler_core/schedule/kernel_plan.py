@@ -30,6 +30,7 @@ from compiler_core.ir.values import (
     Op,
     ReductionResult,
     Value,
+    children,
     format_position,
     format_values,
     loads,
@@ -319,6 +320,50 @@ class KernelPlan:
         return items
 
 
+def plan_refusal(graph: LoopGraph, members: list[str], materialized: set[str], space: Space,
+                 recomputed: Optional[dict] = None) -> Optional[str]:
+    """Why build_kernel_plan would refuse these members in this space (PlanError's text), or None.
+
+    The scheduler asks this of every candidate group and never prints the plan: the same placements,
+    checks and inlining, in the same order, but walking the inlined trees instead of building them
+    (building was most of a 1,000-node graph's scheduling time). A masked read whose mask itself
+    reads a member (rare: a cat of computed conditions) changes with inlining: that plan is built."""
+    try:
+        inliner = _place_members(graph, members, materialized, space, recomputed)
+        for n in members:
+            node = inliner.nodes[n]
+            if node.kind in ("pointwise", "scatter") and node.output.name not in materialized:
+                continue  # as build_kernel_plan: inlined where read, or a scatter nobody reads
+            inliner.check(inliner.body_in_space(n))
+            if node.kind == "scatter":
+                mapping = inliner.placed[n][0]
+                for t in node.scatter_positions:
+                    inliner.check(subs_index(with_origins(t.value, node.origins), mapping, inliner.ranges))
+        return None
+    except PlanError as why:
+        return str(why)
+    except _BuildToTell:
+        try:
+            build_kernel_plan(graph, "candidate", members, materialized, space, recomputed, parameters=False)
+            return None
+        except PlanError as why:
+            return str(why)
+
+
+def _place_members(graph: LoopGraph, members: list[str], materialized: set[str], space: Space,
+                   recomputed: Optional[dict]) -> "_Inliner":
+    nodes = {n: graph.node(n) for n in members}
+    inliner = _Inliner(graph, nodes, space, recomputed if recomputed is not None else {})
+    for n in members:
+        p = inliner.place(n)
+        if p is None and (nodes[n].output.name in materialized or nodes[n].kind != "pointwise"):
+            raise PlanError(misfit_reason(nodes[n], space, nodes[n].output.name in materialized))
+        if p is not None:
+            inliner.placed[n] = p
+    _check_scatters(list(nodes.values()), inliner.by_buffer, space)
+    return inliner
+
+
 def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materialized: set[str],
                       space: Space, recomputed: Optional[dict] = None, parameters: bool = True) -> KernelPlan:
     """Place `members` (topological order) into `space`; store only `materialized` buffers.
@@ -327,18 +372,8 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     it holds), so the scheduler's many candidate plans compute each placement and recomputation once.
     `parameters=False`: buffers keep their names (a candidate plan, built only to see whether it
     raises PlanError, is never printed)."""
-    nodes = {n: graph.node(n) for n in members}
-    ranges = space.ranges()
-    inliner = _Inliner(graph, nodes, space, recomputed if recomputed is not None else {})
-    placed = inliner.placed
-    for n in members:
-        p = inliner.place(n)
-        if p is None and (nodes[n].output.name in materialized or nodes[n].kind != "pointwise"):
-            raise PlanError(misfit_reason(nodes[n], space, nodes[n].output.name in materialized))
-        if p is not None:
-            placed[n] = p
-    _check_scatters(list(nodes.values()), inliner.by_buffer, space)
-    resolve = inliner.resolve
+    inliner = _place_members(graph, members, materialized, space, recomputed)
+    nodes, ranges, placed, resolve = inliner.nodes, inliner.ranges, inliner.placed, inliner.resolve
 
     steps = []
     for n in members:
@@ -367,6 +402,10 @@ def build_kernel_plan(graph: LoopGraph, name: str, members: list[str], materiali
     origins = tuple(dict.fromkeys(o for n in members for o in nodes[n].origins))
     plan = KernelPlan(name=name, space=space, steps=tuple(steps), inputs=(), outputs=(), origins=origins)
     return _with_parameters(plan) if parameters else plan
+
+
+class _BuildToTell(Exception):
+    """plan_refusal cannot tell without building the plan (see _Inliner.check)."""
 
 
 class _Inliner:
@@ -441,6 +480,64 @@ class _Inliner:
 
         return rebuild(value, leaf)
 
+    def check(self, value: Value, depth: int = 0) -> None:
+        """resolve(value, depth) without building its result: the same loads of members meet the same
+        checks in the same order (rebuild's: a load's mask and positions before the load, arguments
+        in order), so the first PlanError is the one resolve would raise. Raises _BuildToTell where
+        the two could differ (a member read under a mask that itself reads a member)."""
+        if depth > 120:
+            raise PlanError("size: producer chain too long to inline into one kernel")
+        if self.by_buffer.keys().isdisjoint(self.reads(value)):
+            return
+        by_buffer, resolved, seen = self.by_buffer, self.resolved, set()
+        stack: list[tuple[Value, bool]] = [(value, False)]
+        while stack:  # post-order, children first: rebuild's order of `leaf` calls
+            v, expanded = stack.pop()
+            if expanded:
+                if isinstance(v, Load) and v.buffer in by_buffer and v not in resolved:
+                    self._check_load(v, depth)
+                    resolved[v] = v  # checked; the value is never read in this mode
+                continue
+            if id(v) in seen:
+                continue
+            seen.add(id(v))
+            stack.append((v, True))
+            stack.extend((c, False) for c in reversed(children(v)))
+
+    def _check_load(self, v: Load, depth: int) -> None:
+        """load_in_kernel's checks, and check() of the producer's body where it is recomputed."""
+        if v.mask is not None and not self.by_buffer.keys().isdisjoint(self.reads(v.mask)):
+            raise _BuildToTell  # resolve reads this load with its mask inlined: another load, maybe other checks
+        producer = self.by_buffer[v.buffer]
+        if producer.kind in ("scatter", "reduction") or v.indirect:
+            self.load_in_kernel(v, depth)  # raises, or a ReductionResult: no inlining below it
+            return
+        body = self._producer_body(producer, v)
+        if v.mask is None:
+            self.check(body, depth + 1)
+        else:
+            self.check(masked_loads(body, v.mask, self.in_bounds), depth + 1)
+
+    def _producer_body(self, producer: LoopNode, v: Load) -> Value:
+        """A pointwise producer's body at the element `v` asks for (ends in a cast to its buffer's dtype,
+        so rounding matches the unfused program)."""
+        key = (producer.name, v.index, v.mask, self.space)
+        body = self.cache.get(key)
+        if body is None:
+            mapping = invert_layout(producer, v.index, self.ranges)
+            if v.mask is not None and _divides(mapping):
+                mapping = invert_where_masked(producer, v.index, self.ranges, v.mask) or mapping
+            body = self.cache[key] = subs_index(with_origins(producer.body, producer.origins), mapping, self.ranges)
+        return body
+
+    def _store_of(self, producer: LoopNode) -> Index:
+        """Where `producer` (a placed member) stores in this space: its placement decides it."""
+        key = ("store", producer.name, self.space)
+        store = self.cache.get(key)
+        if store is None:
+            store = self.cache[key] = _store_in_space(producer, self.placed[producer.name][0], self.ranges)
+        return store
+
     def load_in_kernel(self, v: Load, depth: int) -> Value:
         producer, ranges = self.by_buffer[v.buffer], self.ranges
         if producer.kind == "scatter":
@@ -450,20 +547,13 @@ class _Inliner:
             raise PlanError(f"indirect read: {producer.name} is read at positions loaded from memory, which "
                             "cannot be mapped back to its loop variables: it must be stored first")
         if producer.kind == "reduction":
-            store = _store_in_space(producer, self.placed[producer.name][0], ranges)
+            store = self._store_of(producer)
             if v.index.simplify(ranges) != store:
                 raise PlanError(f"reduction axis: a consumer reads reduction {producer.name} at {v.index}, not "
                                 f"at this row's result {store}: the rows of the two do not line up")
             return ReductionResult(producer.name, producer.body.dtype)
         # Pointwise producer: recompute it here, at the element this load asks for.
-        key = (producer.name, v.index, v.mask, self.space)
-        body = self.cache.get(key)
-        if body is None:
-            mapping = invert_layout(producer, v.index, ranges)
-            if v.mask is not None and _divides(mapping):
-                mapping = invert_where_masked(producer, v.index, ranges, v.mask) or mapping
-            # The body ends in a cast to the buffer's dtype, so rounding matches the unfused program.
-            body = self.cache[key] = subs_index(with_origins(producer.body, producer.origins), mapping, ranges)
+        body = self._producer_body(producer, v)
         if v.mask is None:
             return self.resolve(body, depth + 1)
         # A masked read (cat, pad): where the mask is off the producer's element does not exist, so
