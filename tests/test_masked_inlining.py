@@ -145,7 +145,11 @@ def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     assert got.stride() == expected.stride()
     (kernel,) = compiled.session.kernels
     assert "fc::or_zeros(" in kernel.source and "fc::uniform_select(" in kernel.source, kernel.source
-    assert " ? " not in kernel.source.split("#pragma omp simd", 1)[1], kernel.source
+    # No `c ? a : b` on a condition of the outer loops (defined before the vector loop); the pool's own
+    # per-lane choice (a larger value or a NaN takes the place of the best so far) is one.
+    outer, inner = kernel.source.split("#pragma omp simd", 1)
+    uniform = set(re.findall(r"auto (t\d+) = ", outer))
+    assert not uniform & set(re.findall(r"\((t\d+) \? ", inner)), kernel.source
     if "g++" in os.environ.get("CXX", "g++"):
         for name, isa in ISAS.items():
             assert _gcc_vectorized_loops(cpp_translation_unit((kernel,)), isa) >= 1, f"scalar with {name}"

@@ -1,6 +1,6 @@
-"""Max pooling's values as a maximum over the window's offsets (decomp/pooling.py, _unrolled_max): one
-pointwise kernel whose loads are strided slices of the padded input. Values and indices must stay
-eager's for every shape of window, NaN and -inf included."""
+"""Max pooling as eager's loop written out over the window's offsets (decomp/pooling.py, _unrolled_max):
+one pointwise kernel whose loads are strided slices of the padded input. Values and indices must stay
+eager's for every shape of window, bit for bit: several NaNs, windows of -inf, zeros of both signs."""
 
 import pytest
 import torch
@@ -21,13 +21,30 @@ POOLS = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
 
 
 def pool_input(dims: int) -> torch.Tensor:
+    """Random values, and where eager's loop decides: one window holding two NaNs (eager names the
+    last), a channel of -inf only (padding is -inf too: eager names the first position inside the
+    input), a channel of zeros of both signs (eager keeps the first of equal values), and a third of
+    another channel drawn from NaN, +-inf and +-0."""
     torch.manual_seed(dims)
     x = torch.randn(2, 3, *([17] * dims))
     flat = x.view(-1)
     flat[5] = float("nan")
+    flat[6] = float("nan")
     flat[40:44] = float("-inf")
     flat[100] = float("inf")
+    x[0, 1] = float("-inf")
+    x[0, 2] = 0.0
+    x[0, 2].view(-1)[::3] = -0.0
+    special = torch.rand(x[1, 1].shape) < 0.3
+    x[1, 1][special] = torch.tensor([float("nan"), float("inf"), float("-inf"), 0.0, -0.0])[
+        torch.randint(0, 5, (int(special.sum()),))]
     return x
+
+
+def assert_same_bits(got: torch.Tensor, expected: torch.Tensor) -> None:
+    """Equal values, NaN where eager has NaN, and the same sign on every zero."""
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(got.nan_to_num().view(torch.int32), expected.nan_to_num().view(torch.int32))
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
@@ -42,10 +59,44 @@ def test_max_pool_values_and_indices_match_eager(backend, dims, kernel, stride, 
         return pool(x, kernel, stride, padding, dilation, ceil_mode, return_indices=True)
 
     x = pool_input(dims)
+    # Through relu, compared as values: our relu(-0.0) is 0.0, eager's -0.0 (a zero's sign in the
+    # min/max family is not yet eager's; the pool itself is checked bit for bit below).
     torch.testing.assert_close(cc.compile(values, backend=backend)(x), values(x), equal_nan=True)
     got, expected = cc.compile(with_indices, backend=backend)(x), with_indices(x)
-    torch.testing.assert_close(got[0], expected[0], equal_nan=True)
+    assert_same_bits(got[0], expected[0])
     assert torch.equal(got[1], expected[1])
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dims,out", [(1, 5), (2, (3, 5)), (3, 2)])
+def test_adaptive_max_pool_values_and_indices_match_eager(backend, dims, out):
+    """Adaptive windows start inside the input; several NaNs and zeros of both signs decide as in eager's
+    loop (the last NaN, the first of equal values), as in test_max_pool_values_and_indices_match_eager."""
+    pool = {1: F.adaptive_max_pool1d, 2: F.adaptive_max_pool2d, 3: F.adaptive_max_pool3d}[dims]
+
+    def fn(x):
+        return pool(x, out, return_indices=True)
+
+    x = pool_input(dims)
+    got, expected = cc.compile(fn, backend=backend)(x), fn(x)
+    assert_same_bits(got[0], expected[0])
+    assert torch.equal(got[1], expected[1])
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+def test_values_and_indices_are_one_pointwise_kernel(backend):
+    """Windows up to UNROLLED_MAX_WINDOW: eager's loop written out over the offsets gives both outputs in
+    one pointwise kernel (were three: the values, a copy of the windows, and a reduction for the
+    positions)."""
+    def fn(x):
+        return F.max_pool2d(x, 3, 2, 1, return_indices=True)
+
+    x = pool_input(2)
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x), fn(x)
+    assert_same_bits(got[0], expected[0])
+    assert torch.equal(got[1], expected[1])
+    assert [k.kind for k in compiled.session.kernels] == ["pointwise"]
 
 
 @pytest.mark.parametrize("backend", ["cpp", "triton"])

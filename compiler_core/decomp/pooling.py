@@ -1,15 +1,18 @@
-"""Max pooling as ops we lower: the forward as a -inf pad, the windows as a view, a max and its first
-position; the backward as a gather over the few windows that can hold each input position.
+"""Max pooling as ops we lower: the forward as a -inf pad and eager's loop over each window written out;
+the backward as a gather over the few windows that can hold each input position.
 
 torch's own references for max_pool2d/3d_with_indices exist only in recent versions (2.13 has them,
-the 2.11 of our GPU image does not), so the ops would stay PyTorch's calls there. This one needs
-nothing new: `unfold` makes the windows a strided view of the padded input (N, C, OH, OW, kh, kw),
-the reshape to (..., kh*kw) is placed by index arithmetic inside the fused kernel, and the max with
-its first position comes from arg_reductions.max_dim. Indices are positions in the unpadded input's
-H*W (or D*H*W) plane, as eager returns them; windows never hold only padding (eager requires
-pad <= kernel/2). The values themselves, for windows of up to UNROLLED_MAX_WINDOW positions, are a
-maximum over the window's offsets of strided slices of the padded input (_unrolled_max): one pointwise
-kernel without the reshape's index arithmetic, and without the positions when nothing reads them.
+the 2.11 of our GPU image does not), so the ops would stay PyTorch's calls there. Eager's kernels (CPU
+and CUDA alike) walk each window in order from -inf and its first position inside the input, and
+take a value when it is larger than the best so far or NaN: the last NaN wins, of equal values the
+first (-0.0 before 0.0), and a window of -inf values names its first position inside the input,
+never the padding. For windows of up to UNROLLED_MAX_WINDOW positions that loop is written out over
+the window's offsets, each a strided slice of the padded input (_unrolled_max): one pointwise kernel
+gives values and positions, no reshape's index arithmetic, and no positions when nothing reads them.
+Larger windows are a view of the padded input (`unfold`), flattened to (..., kh*kw) and reduced by
+arg_reductions.max_dim, whose first-NaN position and reduced zero are then corrected to eager's
+(_eager_position). Indices are positions in the unpadded input's H*W (or D*H*W) plane, as eager
+returns them; windows never hold only padding (eager requires pad <= kernel/2).
 
 The backward. torch's reference scatter-adds each window's gradient at its index: on CUDA that is an
 atomic add, so where windows overlap (ResNet's 3x3 stride-2 pool) the sums come out in a different
@@ -84,41 +87,79 @@ def _max_pool(dims: int):
         out_sizes = [_output_size(in_sizes[d], kernel[d], pads[d], strides[d], dilations[d], ceil_mode)
                      for d in range(dims)]
         spans = [dilations[d] * (kernel[d] - 1) + 1 for d in range(dims)]
-        windows = _windows(x, spans, strides, pads, out_sizes, float("-inf"))
-        windows = windows[(Ellipsis, *(slice(None, None, dil) for dil in dilations))]
-        values, first = max_dim(windows.reshape(*windows.shape[:lead + dims], math.prod(kernel)), -1)
-        if math.prod(kernel) <= UNROLLED_MAX_WINDOW:  # the values again, without the windows' reshape
-            values = _unrolled_max(x, kernel, strides, pads, dilations, out_sizes, spans)
+        starts = [_along(d, dims, torch.arange(out_sizes[d], device=x.device) * strides[d] - pads[d])
+                  for d in range(dims)]
+        first_valid = _first_inside(kernel, dilations, starts)
+        if math.prod(kernel) <= UNROLLED_MAX_WINDOW:
+            values, first = _unrolled_max(x, kernel, strides, pads, dilations, out_sizes, spans, first_valid)
+        else:
+            windows = _windows(x, spans, strides, pads, out_sizes, float("-inf"))
+            windows = windows[(Ellipsis, *(slice(None, None, dil) for dil in dilations))]
+            windows = windows.reshape(*windows.shape[:lead + dims], math.prod(kernel))
+            values, first = _eager_position(windows, *max_dim(windows, -1), first_valid)
         indices = None
         for d in range(dims):
             offset = (first // math.prod(kernel[d + 1:])) % kernel[d]
-            start = _along(d, dims, torch.arange(out_sizes[d], device=x.device) * strides[d] - pads[d])
-            term = (start + offset * dilations[d]) * math.prod(in_sizes[d + 1:])
+            term = (starts[d] + offset * dilations[d]) * math.prod(in_sizes[d + 1:])
             indices = term if indices is None else indices + term
         return values, indices
 
     return forward
 
 
-def _unrolled_max(x: torch.Tensor, kernel, strides, pads, dilations, out_sizes, spans) -> torch.Tensor:
-    """The pooled maxima as a maximum over the window's offsets, each a strided slice of the -inf padded
-    input: every load of the fused kernel is then at (out * stride + offset), no division or modulo.
-    Through the windows' view, flattened to (..., kh*kw) for max_dim, each load's index went through
-    that reshape: on a 2-core CPU, ResNet's first pool (with its batch norm and ReLU recomputed inside)
-    took 168 us for 9,216 window elements. The maximum propagates NaN as max pooling does; the
-    positions (indices) still come from max_dim, and are not computed when nothing reads them."""
+def _unrolled_max(x: torch.Tensor, kernel, strides, pads, dilations, out_sizes, spans, first_valid
+                  ) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the pooled maxima, each one's offset in its flattened window), eager's loop written out over the
+    window's offsets: each a strided slice of the -inf padded input, so every load of the fused kernel
+    is at (out * stride + offset), no division or modulo. Through the windows' view, flattened to
+    (..., kh*kw) for a reduction, each load's index went through that reshape: on a 2-core CPU,
+    ResNet's first pool (with its batch norm and ReLU recomputed inside) took 168 us for 9,216 window
+    elements. One pointwise kernel gives both outputs; the offsets are not computed when nothing reads
+    them (max_pool2d without indices)."""
     dims = len(kernel)
     plane = _padded(x, spans, strides, pads, out_sizes, float("-inf"))
-    values = None
+    values, first = None, first_valid
     lead = x.dim() - dims
-    for offsets in itertools.product(*(range(k) for k in kernel)):
+    for k, offsets in enumerate(itertools.product(*(range(k) for k in kernel))):
         index = [slice(None)] * lead
         for d in range(dims):
             start = offsets[d] * dilations[d]
             index.append(slice(start, start + (out_sizes[d] - 1) * strides[d] + 1, strides[d]))
         piece = plane[tuple(index)]
-        values = piece if values is None else torch.maximum(values, piece)
-    return values
+        # Eager's rule, in eager's order: a value replaces the best so far when it is larger or NaN
+        # (so the last NaN wins, and of equal values the first: -0.0 before 0.0). From -inf, the
+        # first piece is taken unless it is -inf itself (padding, or a real -inf at first_valid).
+        take = (piece > float("-inf")) | piece.isnan() if values is None else (piece > values) | piece.isnan()
+        values = piece if values is None else torch.where(take, piece, values)
+        first = torch.where(take, k, first)
+    return values, first
+
+
+def _first_inside(kernel, dilations, starts) -> torch.Tensor:
+    """Each window's first offset (flattened) inside the unpadded input: eager's position for a window
+    whose values are all -inf, where a padded -inf must not be named (it is outside the input)."""
+    first = None
+    for d in range(len(kernel)):
+        # The first j with start + j * dilation >= 0.
+        j = (-starts[d]).clamp(min=0).add(dilations[d] - 1).div(dilations[d], rounding_mode="floor")
+        term = j * math.prod(kernel[d + 1:])
+        first = term if first is None else first + term
+    return first
+
+
+def _eager_position(windows: torch.Tensor, values: torch.Tensor, first: torch.Tensor,
+                    first_valid: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """max_dim's (values, first position) corrected to eager max pooling's: the position is the last NaN
+    of a window holding NaN (max_dim, as max.dim, gives the first), and for a window of -inf values
+    the first position inside the input (`first_valid`; None: every position is); the value is the
+    one at that position (of 0.0 and -0.0, the maximum's sign was the reduction's, not the first's)."""
+    positions = torch.arange(windows.shape[-1], device=windows.device)
+    last_nan = torch.where(windows.isnan(), positions, -1).amax(-1)
+    if first_valid is not None:
+        first = torch.where(values == float("-inf"), first_valid, first)
+    first = torch.where(last_nan >= 0, last_nan, first)
+    at_first = torch.where(positions == first.unsqueeze(-1), windows, float("-inf")).amax(-1)
+    return at_first, first
 
 
 def _along(d: int, dims: int, t: torch.Tensor) -> torch.Tensor:
@@ -312,7 +353,8 @@ def _adaptive_max_pool(dims: int):
         if out_sizes is None:
             return NotImplemented
         windows, valid, starts, _, longest = _adaptive_windows(x, dims, out_sizes)
-        values, first = max_dim(torch.where(valid, windows, float("-inf")), -1)
+        windows = torch.where(valid, windows, float("-inf"))  # offset 0 is always inside: no first_valid
+        values, first = _eager_position(windows, *max_dim(windows, -1), None)
         in_sizes, indices = x.shape[-dims:], None
         for d in range(dims):
             offset = (first // math.prod(longest[d + 1:])) % longest[d]
