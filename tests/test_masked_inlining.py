@@ -121,10 +121,12 @@ def _gcc_vectorized_loops(source: str, isa: tuple[str, ...] = ()) -> int:
 
 def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     """A channels-last max-pool over batch norm + ReLU (ResNet's stem): the padding masks depend on the
-    outer loops only. Printed as `c ? a : b` and as loads under `c`, GCC 12 made them selects and
-    masked loads with a scalar mask, could not vectorise those, and ran the whole loop scalar (30 us
-    for the zoo's small ResNet stem, 13 us vectorised); as integer blends (`fc::uniform_select`, loads
-    from `fc::or_zeros`) the loop vectorises. Values, padding edges and a NaN included, stay eager's."""
+    outer loops only, and ReLU keeps -0.0 (`x < 0 ? 0 : x`, per lane, once per tap). Printed as
+    `c ? a : b` and as loads under `c`, GCC 12 made them selects and masked loads with a scalar mask,
+    could not vectorise those, and ran the whole loop scalar (30 us for the zoo's small ResNet stem,
+    13 us vectorised); the ReLU ternaries alone made it scalar with AVX2. As integer blends
+    (`fc::select`, loads from `fc::or_zeros`) the loop vectorises. Values, padding edges and a NaN
+    included, stay eager's."""
     from compiler_core.runtime.cpp_build import cpp_translation_unit
 
     torch.manual_seed(3)
@@ -144,7 +146,7 @@ def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     torch.testing.assert_close(got, expected, equal_nan=True)
     assert got.stride() == expected.stride()
     (kernel,) = compiled.session.kernels
-    assert "fc::or_zeros(" in kernel.source and "fc::uniform_select(" in kernel.source, kernel.source
+    assert "fc::or_zeros(" in kernel.source and "fc::select(" in kernel.source, kernel.source
     # No `c ? a : b` on a condition of the outer loops (defined before the vector loop); the pool's own
     # per-lane choice (a larger value or a NaN takes the place of the best so far) is one.
     outer, inner = kernel.source.split("#pragma omp simd", 1)
@@ -155,9 +157,10 @@ def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
             assert _gcc_vectorized_loops(cpp_translation_unit((kernel,)), isa) >= 1, f"scalar with {name}"
 
 
-def test_uniform_selects_of_every_dtype_and_a_masked_cat_match_eager():
-    """`fc::uniform_select` blends bits: integers, doubles and bools must come out exact; a cat along the
-    innermost dimension keeps its per-lane masks (ternaries), one along an outer one gets blends."""
+def test_selects_of_every_dtype_and_a_masked_cat_match_eager():
+    """`fc::select` blends bits: integers, doubles and bools must come out exact; a cat along the
+    innermost dimension keeps its per-lane masked loads (ternaries), one along an outer one reads
+    `fc::or_zeros`."""
     torch.manual_seed(4)
     a64, b64 = torch.randn(3, 4, 5, dtype=torch.float64), torch.randn(3, 2, 5, dtype=torch.float64)
     ai, bi = torch.randint(-9, 9, (3, 4, 5)), torch.randint(-9, 9, (3, 2, 5))
@@ -172,4 +175,4 @@ def test_uniform_selects_of_every_dtype_and_a_masked_cat_match_eager():
     args = (a64, b64, ai, bi, ab, bb)
     for got, expected in zip(compiled(*args), f(*args)):
         torch.testing.assert_close(got, expected)  # exact for the integers and bools
-    assert "fc::uniform_select(" in sources(compiled) or "fc::or_zeros(" in sources(compiled)
+    assert "fc::select(" in sources(compiled) or "fc::or_zeros(" in sources(compiled)

@@ -155,3 +155,17 @@ def test_sign_of_nan_and_signed_zero_is_eagers(backend):
     for got, expected in zip(compiled(x), fn(x)):
         torch.testing.assert_close(got, expected, equal_nan=True)
         assert torch.equal(torch.signbit(got), torch.signbit(expected))
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_relu_keeps_negative_zero_and_nan_as_eager_does(backend, dtype):
+    """Eager's relu returns x unless it is below zero: relu(-0.0) is -0.0 (as Inductor's), NaN stays NaN.
+    As a maximum with 0 it gave +0.0 (of equal values, maximum returns the second)."""
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), float("inf")] * 5, dtype=dtype)
+    compiled = cc.compile(torch.relu, backend=backend)
+    got, expected = compiled(x), torch.relu(x)
+    assert torch.equal(got.isnan(), expected.isnan())
+    assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit())
+    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+    assert compiled.session.stats["kernel_count"] == 1

@@ -69,8 +69,9 @@ _HELPER_BINARY = {"maximum": "fc::maximum", "minimum": "fc::minimum", "floordiv"
 
 class CppPrinter(CSEPrinter):
     """`inner`, `inner_size`: the vectorised (innermost) loop variable of the body being printed and its
-    extent, where known: selections by a condition that does not change along it print as integer
-    blends (`fc::uniform_select`, `fc::or_zeros`; prelude.py says why GCC needs them)."""
+    extent, where known: a load under a condition that does not change along it reads from
+    `fc::or_zeros` (no branch; prelude.py says why GCC needs it), and every `where` is a blend
+    (`fc::select`)."""
 
     def __init__(self, inner: str | None = None, inner_size: int = 0) -> None:
         super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
@@ -171,9 +172,7 @@ class CppPrinter(CSEPrinter):
         if name == "bitwise_not":
             return f"static_cast<{register_type(v.dtype)}>(~{args[0]})"
         if name == "where":
-            if self._uniform(v.args[0]):
-                return f"fc::uniform_select({args[0]}, {args[1]}, {args[2]})"
-            return f"({args[0]} ? {args[1]} : {args[2]})"
+            return f"fc::select({args[0]}, {args[1]}, {args[2]})"  # a blend, never a branch (prelude)
         if name == "recurrence":
             t = register_type(v.dtype)  # every operand but the degree in one type, for the template
             operands = [a if i == 1 else f"static_cast<{t}>({a})" for i, a in enumerate(args)]

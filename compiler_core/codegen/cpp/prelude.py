@@ -44,17 +44,19 @@ template <typename T> static inline T minimum(T a, T b) {
   if constexpr (std::is_floating_point_v<T>) { m = b != b ? b : m; m = a != a ? a : m; }
   return m;
 }
-// Selections by a condition that is the same in every lane of the vectorised loop (a padding mask that
-// depends on the outer loops only). GCC 12 turns `c ? a : b` and a load under `c` into a select or a
-// masked load with a scalar mask, which its vectoriser cannot handle ("no vectype"): the whole loop
-// then ran scalar (a ResNet max-pool over a padded batch norm, 30 -> 13 us once vectorised). Integer
-// blends of the bits or of the addresses are not turned back into branches, and pick exactly.
+// Every `where`, printed as a blend of the bits, never as `c ? a : b`. GCC 12 turns a ternary into a
+// select or a branch, and in a long loop body its vectoriser gave up on either: with a condition that
+// is the same in every lane (a padding mask of the outer loops) the select had a scalar mask ("no
+// vectype": a ResNet max pool over a padded batch norm ran scalar, 30 us, 13 us vectorised), and with
+// AVX2 one ReLU ternary per tap of that 3x3 pool (`x < 0 ? 0 : x`, which keeps -0.0 as eager does) sent
+// the same loop back to scalar though each alone vectorised. Integer blends are not turned back into
+// branches, vectorise either way, and pick exactly (NaN payloads, -0.0).
 template <typename A, typename B, typename T = std::common_type_t<A, B>>  // the type `c ? a : b` has
-static inline T uniform_select(bool c, A a_in, B b_in) {
+static inline T select(bool c, A a_in, B b_in) {
   const T a = static_cast<T>(a_in), b = static_cast<T>(b_in);
   using Bits = std::conditional_t<sizeof(T) == 8, uint64_t, std::conditional_t<sizeof(T) == 4, uint32_t,
                std::conditional_t<sizeof(T) == 2, uint16_t, uint8_t>>>;
-  static_assert(sizeof(T) == sizeof(Bits), "uniform_select: a 1, 2, 4 or 8 byte value");
+  static_assert(sizeof(T) == sizeof(Bits), "select: a 1, 2, 4 or 8 byte value");
   Bits m = static_cast<Bits>(-static_cast<Bits>(c)), ba, bb, r;
   std::memcpy(&ba, &a, sizeof(T));
   std::memcpy(&bb, &b, sizeof(T));

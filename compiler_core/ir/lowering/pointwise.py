@@ -209,10 +209,16 @@ def clamp(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
 
 def relu_or_maximum(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     if node.target is torch.ops.aten.relu.default:
+        # Eager's relu keeps x unless it is below zero: relu(-0.0) is -0.0 and NaN stays NaN. A maximum
+        # with 0 gives +0.0 there (of two equal values it returns the second, as eager's maximum does).
         cdt = compute_dtype(val.dtype)
         x = node.args[0]
-        return lw.pointwise(node, val, lambda names: Op(
-            "maximum", (lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt)), cdt))
+
+        def body(names: list[str]) -> Value:
+            v, zero = lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt)
+            return Op("where", (Op("lt", (v, zero), torch.bool), zero, v), cdt)
+
+        return lw.pointwise(node, val, body)
     return elementwise("maximum", 2)(lw, node, val)
 
 
