@@ -157,15 +157,37 @@ def test_sign_of_nan_and_signed_zero_is_eagers(backend):
         assert torch.equal(torch.signbit(got), torch.signbit(expected))
 
 
+# Eager's clamps by a number keep x unless it lies beyond the bound (std::max(x, lo), vmaxps(lo, x)):
+# relu(-0.0), clamp(-0.0, min=0.0) and relu6(-0.0) are -0.0, NaN stays NaN; a NaN bound gives NaN
+# everywhere and a lower bound above the upper gives the upper. Written as maximum/minimum with the
+# bound they gave +0.0 (of equal values maximum returns the second). cummax/cummin take the later of
+# two equal values (-0.0 then 0.0 gives 0.0), as they take its index.
+ZERO_SIGN_FUNCTIONS = {
+    "relu": torch.relu,
+    "clamp_min": lambda x: x.clamp(min=0.0),
+    "clamp_max": lambda x: x.clamp(max=0.0),
+    "clamp_both_zero": lambda x: x.clamp(-0.0, 0.0),
+    "clamp_min_above_max": lambda x: x.clamp(1.0, -1.0),
+    "clamp_nan_bound": lambda x: x.clamp(min=float("nan")),
+    "relu6": torch.nn.functional.relu6,
+    "hardtanh_zero": lambda x: torch.nn.functional.hardtanh(x, -0.0, 0.0),
+    "cummax": lambda x: torch.cummax(x, 0),
+    "cummin": lambda x: torch.cummin(x.flip(0), 0),
+}
+
+
 @pytest.mark.parametrize("backend", ["cpp", "triton"])
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
-def test_relu_keeps_negative_zero_and_nan_as_eager_does(backend, dtype):
-    """Eager's relu returns x unless it is below zero: relu(-0.0) is -0.0 (as Inductor's), NaN stays NaN.
-    As a maximum with 0 it gave +0.0 (of equal values, maximum returns the second)."""
-    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), float("inf")] * 5, dtype=dtype)
-    compiled = cc.compile(torch.relu, backend=backend)
-    got, expected = compiled(x), torch.relu(x)
-    assert torch.equal(got.isnan(), expected.isnan())
-    assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit())
-    torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
-    assert compiled.session.stats["kernel_count"] == 1
+@pytest.mark.parametrize("name", list(ZERO_SIGN_FUNCTIONS))
+def test_clamps_keep_the_sign_of_zero_and_nan_as_eager_does(backend, dtype, name):
+    fn = ZERO_SIGN_FUNCTIONS[name]
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), float("inf"), 0.0, -0.0, 7.0] * 3,
+                     dtype=dtype)
+    compiled = cc.compile(fn, backend=backend)
+    got, expected = compiled(x), fn(x)
+    for g, e in zip(*((got, expected) if isinstance(got, tuple) else ((got,), (expected,)))):
+        if g.is_floating_point():  # the values; cummax's indices are compared below
+            assert torch.equal(g.isnan(), e.isnan()), (g, e)
+            assert torch.equal(g.nan_to_num().signbit(), e.nan_to_num().signbit()), (g, e)
+        torch.testing.assert_close(g, e, equal_nan=True, rtol=0, atol=0)
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages

@@ -74,7 +74,8 @@ def _logcumsumexp(x: torch.Tensor, dim: int) -> torch.Tensor:
 def _cum_extreme(kind: str):
     """cummax / cummin: eager walks the row keeping the extreme, replacing it on every element that
     is NaN or ties or beats it (>= for max), so an index is the last NaN of the prefix if there is
-    one, else the last position holding the extreme value."""
+    one, else the last position holding the extreme value; the value is the one read there (of -0.0
+    and 0.0, which tie, the later one, as eager keeps it)."""
     def scan(x: torch.Tensor, dim: int) -> tuple[torch.Tensor, torch.Tensor]:
         if x.dim() == 0 or x.dtype == torch.bool or x.is_complex() or _length(x, dim) is None:
             return NotImplemented
@@ -88,7 +89,7 @@ def _cum_extreme(kind: str):
             hit = hit | (torch.isnan(here) & torch.isnan(extreme))
         positions = torch.arange(x.shape[dim], device=x.device).reshape([-1] + [1] * (x.dim() - dim))
         indices = torch.where(mask & hit, positions, -1).amax(dim)
-        return values, indices
+        return x.gather(dim, indices), indices
 
     return scan
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any, Callable
 
 import torch
@@ -196,12 +197,21 @@ def clamp(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
     cdt = compute_dtype(val.dtype)
 
+    def bound(v: Value, b: object, names: list[str], extreme: str, beyond: str) -> Value:
+        limit = lw.load(b, tuple(val.shape), names, cdt)
+        if isinstance(b, (int, float)) and not (isinstance(b, float) and math.isnan(b)):
+            # Eager's clamp by a number keeps x unless it lies beyond the bound (std::max(x, lo) and
+            # vmaxps(lo, x) alike): clamp(-0.0, min=0.0) is -0.0, and a NaN x stays. A NaN bound
+            # gives NaN everywhere, as maximum/minimum do; a tensor bound is eager's maximum/minimum.
+            return Op("where", (Op(beyond, (v, limit), torch.bool), limit, v), cdt)
+        return Op(extreme, (v, limit), cdt)
+
     def body(names: list[str]) -> Value:
         v = lw.load(x, tuple(val.shape), names, cdt)
         if lo is not None:
-            v = Op("maximum", (v, lw.load(lo, tuple(val.shape), names, cdt)), cdt)
+            v = bound(v, lo, names, "maximum", "lt")
         if hi is not None:
-            v = Op("minimum", (v, lw.load(hi, tuple(val.shape), names, cdt)), cdt)
+            v = bound(v, hi, names, "minimum", "gt")
         return v
 
     return lw.pointwise(node, val, body)
