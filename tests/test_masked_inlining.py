@@ -95,30 +95,6 @@ def test_nan_and_inf_outside_the_mask_never_leak_into_the_padding(backend):
     torch.testing.assert_close(compiled(x, scale), f(x, scale), equal_nan=True)
 
 
-# Vector instruction sets a kernel must vectorise for, whatever this machine has (-march=native plus
-# these; compiled, never run): the same kernel vectorised with AVX-512 and ran scalar on an AVX2-only
-# machine, where GCC kept the branches of a NaN-aware maximum that AVX-512's masks had absorbed.
-ISAS = {"AVX2": ("-mno-avx512f",), "AVX-512": ("-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq")}
-
-
-def _gcc_vectorized_loops(source: str, isa: tuple[str, ...] = ()) -> int:
-    """How many loops GCC reports vectorised in a translation unit of these kernels (-fopt-info-vec)."""
-    import subprocess
-    import tempfile
-
-    from compiler_core.runtime.cpp_build import CXX_FLAGS, _compiler
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = f"{folder}/kernels.cpp"
-        with open(path, "w") as f:
-            f.write(source)
-        flags = [f for f in CXX_FLAGS if f != "-shared"] + list(isa)
-        done = subprocess.run([_compiler(), *flags, "-c", path, "-o", f"{folder}/k.o", "-fopt-info-vec-optimized"],
-                              capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr[-2000:]
-    return done.stderr.count("loop vectorized")
-
-
 def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     """A channels-last max-pool over batch norm + ReLU (ResNet's stem): the padding masks depend on the
     outer loops only, and ReLU keeps -0.0 (`x < 0 ? 0 : x`, per lane, once per tap). Printed as
@@ -128,6 +104,7 @@ def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     (`fc::select`, loads from `fc::or_zeros`) the loop vectorises. Values, padding edges and a NaN
     included, stay eager's."""
     from compiler_core.runtime.cpp_build import cpp_translation_unit
+    from compiler_core.runtime.vectorization import ISAS, scalar_only_with, vectorized_loop_lines
 
     torch.manual_seed(3)
     bn = torch.nn.BatchNorm2d(16).eval()
@@ -153,8 +130,10 @@ def test_channels_last_pool_of_a_padded_producer_selects_without_branches():
     uniform = set(re.findall(r"auto (t\d+) = ", outer))
     assert not uniform & set(re.findall(r"\((t\d+) \? ", inner)), kernel.source
     if "g++" in os.environ.get("CXX", "g++"):
+        source = cpp_translation_unit((kernel,))  # for both instruction sets, whatever this machine has
         for name, isa in ISAS.items():
-            assert _gcc_vectorized_loops(cpp_translation_unit((kernel,)), isa) >= 1, f"scalar with {name}"
+            assert vectorized_loop_lines(source, isa), f"scalar with {name}"
+        assert scalar_only_with(source) == {name: [] for name in ISAS}
 
 
 def test_selects_of_every_dtype_and_a_masked_cat_match_eager():

@@ -206,7 +206,7 @@ static inline float erf_f32(float x) {
   p = std::fma(p, s, -3.761241467e-01f);
   p = std::fma(p, s, 1.128379150e+00f);
   const float small = x * p;
-  const float u = ((ax < 4.0f ? ax : 4.0f) - 2.5f) * (1.0f / 1.5f);
+  const float u = (select(ax < 4.0f, ax, 4.0f) - 2.5f) * (1.0f / 1.5f);
   // Written out step by step: a loop over an initializer list of the coefficients stopped GCC from
   // vectorising the caller (GELU 10x slower).
   float m = -1.129996359e-03f;
@@ -222,9 +222,9 @@ static inline float erf_f32(float x) {
   m = std::fma(m, u, -1.225590855e-02f);
   m = std::fma(m, u, 3.266968930e-03f);
   m = std::fma(m, u, 9.995930794e-01f);
-  const float large = std::copysign(ax < 4.0f ? (m < 1.0f ? m : 1.0f) : 1.0f, x);
-  const float result = ax <= 1.0f ? small : large;
-  return x != x ? x : result;
+  const float large = std::copysign(select(ax < 4.0f, select(m < 1.0f, m, 1.0f), 1.0f), x);
+  const float result = select(ax <= 1.0f, small, large);
+  return select(x != x, x, result);
 }
 // The `recurrence` primitive: P_n of P_0 = p, P_1 = q and P_{k+1} = (t_k P_k - c_k P_{k-1}) / d_k, with
 // t_k = (a1 k + a0) x + (b1 k + b0), c_k = c1 k + c0, d_k = d1 k + d0 (the orthogonal polynomials). A loop
@@ -246,7 +246,7 @@ template <typename T> static inline T recurrence(T x, int64_t n, T p, T q, T a1,
 // (so 2^-150 and 2^128 need no special case: under- and overflow round as libm's). Branch-free, no libm
 // call: a vector loop and a scalar one give the same bits. Within 1 ulp of exp in double (tests).
 static inline float exp_f32(float x) {
-  const float xc = x < -104.0f ? -104.0f : (x > 89.0f ? 89.0f : x);
+  const float xc = select(x < -104.0f, -104.0f, select(x > 89.0f, 89.0f, x));
   const float round_magic = 12582912.0f;  // 1.5 * 2^23: adding and subtracting it rounds to an integer
   const float shifted = xc * 1.44269504088896341f + round_magic;
   const float n = shifted - round_magic;
@@ -276,7 +276,7 @@ static inline float exp_f32(float x) {
 // tanh(-0) = -0, NaN stays NaN.
 static inline float tanh_f32(float x) {
   const float ax = std::fabs(x);
-  const float y = 2.0f * (ax < 0.55f ? ax : 0.55f);
+  const float y = 2.0f * select(ax < 0.55f, ax, 0.55f);
   float q = 1.0f / 479001600.0f;  // 1/12!
   q = std::fma(q, y, 1.0f / 39916800.0f);
   q = std::fma(q, y, 1.0f / 3628800.0f);
@@ -296,10 +296,10 @@ static inline float tanh_f32(float x) {
   t = std::fma(t, x2, 2.0f / 15.0f);
   t = std::fma(t, x2, -1.0f / 3.0f);
   const float tiny = std::fma(t * x2, ax, ax);
-  const float small = ax < 0.125f ? tiny : em / (em + 2.0f);
+  const float small = select(ax < 0.125f, tiny, em / (em + 2.0f));
   const float large = 1.0f - 2.0f / (exp_f32(2.0f * ax) + 1.0f);
-  const float result = std::copysign(ax < 0.55f ? small : large, x);
-  return x != x ? x : result;
+  const float result = std::copysign(select(ax < 0.55f, small, large), x);
+  return select(x != x, x, result);
 }
 // sin and cos for float, in double inside: the same bits in every loop, and vectorised (the table read is
 // a gather). A float of 2^24 or more is an integer m * 2^E, so x = m (2^E mod 2 pi) mod 2 pi with the
@@ -411,21 +411,29 @@ static inline double cos_poly(double r2) {
 // Both reduce |x| (sin is odd: its sign is put back at the end, so sin(-0) = -0). inf and NaN give NaN
 // through the factor 1 + (x - x), 1 for every finite x, so no selection but the quadrant's is made: GCC
 // did not vectorise the loops with more.
+// 1.0 - two_or_zero (two_or_zero is 0 or 2) made from bits: AVX2 has no int64 -> double conversion,
+// and with one GCC ran the whole loop scalar (20 sins of 1,024 floats: 630 us; AVX-512 has one).
+static inline double plus_or_minus_one(int64_t two_or_zero) {
+  const uint64_t bits = 0x3FF0000000000000ull | (static_cast<uint64_t>(two_or_zero) << 62);
+  double d;
+  std::memcpy(&d, &bits, 8);
+  return d;
+}
 static inline float sin_f32(float x) {
   int64_t q;
   const double xd = static_cast<double>(x);
   const double r = reduce_pi_over_2(std::fabs(xd), q);
   const double r2 = r * r;
-  const double v = (q & 1) ? cos_poly(r2) : sin_poly(r, r2);
-  return static_cast<float>(v * static_cast<double>(1 - (q & 2)) * std::copysign(1.0, xd) * (1.0 + (xd - xd)));
+  const double v = select((q & 1) != 0, cos_poly(r2), sin_poly(r, r2));
+  return static_cast<float>(v * plus_or_minus_one(q & 2) * std::copysign(1.0, xd) * (1.0 + (xd - xd)));
 }
 static inline float cos_f32(float x) {
   int64_t q;
   const double xd = static_cast<double>(x);
   const double r = reduce_pi_over_2(std::fabs(xd), q);
   const double r2 = r * r;
-  const double v = (q & 1) ? sin_poly(r, r2) : cos_poly(r2);
-  return static_cast<float>(v * static_cast<double>(1 - ((q + 1) & 2)) * (1.0 + (xd - xd)));
+  const double v = select((q & 1) != 0, sin_poly(r, r2), cos_poly(r2));
+  return static_cast<float>(v * plus_or_minus_one((q + 1) & 2) * (1.0 + (xd - xd)));
 }
 template <typename T> static inline T sigmoid(T a) {
   if constexpr (std::is_same_v<T, float>) {
