@@ -30,7 +30,7 @@ stage() {  # stage NAME SECONDS COMMAND...
   echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
   { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=|MISMATCH|RAISES|ok=[0-9]+$|^fell" "$out/$name.txt" | tail -40; } >> "$summary"
 }
-GPU_TEST_FILES="tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py tests/test_integer_ops.py"
+GPU_TEST_FILES="tests/test_numerics.py tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py tests/test_integer_ops.py"
 # shellcheck disable=SC2086
 [ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu $GPU_TEST_FILES -q -p no:cacheprovider -p no:logging
 # shellcheck disable=SC2086

@@ -191,3 +191,22 @@ def test_clamps_keep_the_sign_of_zero_and_nan_as_eager_does(backend, dtype, name
             assert torch.equal(g.nan_to_num().signbit(), e.nan_to_num().signbit()), (g, e)
         torch.testing.assert_close(g, e, equal_nan=True, rtol=0, atol=0)
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+@pytest.mark.parametrize("name", list(ZERO_SIGN_FUNCTIONS))
+def test_clamps_keep_the_sign_of_zero_and_nan_as_eager_does_on_the_gpu(dtype, name):
+    """The same family against eager CUDA, whose clamps are fmaxf/fminf of the bound (its own rule for
+    the sign of zero, which may differ from the CPU's)."""
+    fn = ZERO_SIGN_FUNCTIONS[name]
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), float("inf"), 0.0, -0.0, 7.0] * 3,
+                     dtype=dtype, device="cuda")
+    compiled = cc.compile(fn)
+    got, expected = compiled(x), fn(x)
+    for g, e in zip(*((got, expected) if isinstance(got, tuple) else ((got,), (expected,)))):
+        if g.is_floating_point():
+            assert torch.equal(g.isnan(), e.isnan()), (g, e)
+            assert torch.equal(g.nan_to_num().signbit(), e.nan_to_num().signbit()), (g, e)
+        torch.testing.assert_close(g, e, equal_nan=True, rtol=0, atol=0)

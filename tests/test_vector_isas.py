@@ -41,3 +41,20 @@ def test_every_function_of_ours_vectorises_with_avx2_and_avx512(dtype):
     for isa, flags in ISAS.items():
         assert vectorized_loop_lines(source, flags), f"no loop vectorised with {isa}"
     assert scalar_only_with(source) == {isa: [] for isa in ISAS}, source[source.index("extern \"C\" void"):]
+
+
+def test_reductions_vectorise_with_avx2_and_avx512():
+    """Row and column sums (the column sums compensated, as a weight gradient's are), max, softmax and
+    layer norm: a column sum's compensation step was `isfinite(sum) ? ... : 0`, scalar with AVX2."""
+    def f(x, w):
+        return (x.sum(0), (x * w).sum(0), x.sum(1), x.amax(1), x.softmax(1),
+                F.layer_norm(x, (x.shape[1],), w))
+
+    x, w = torch.randn(256, 192), torch.randn(192)
+    compiled = cc.compile(f, backend="cpp")
+    for got, expected in zip(compiled(x, w), f(x, w)):
+        torch.testing.assert_close(got, expected, atol=1e-4, rtol=1e-5)
+    for kernel in compiled.session.kernels:
+        source = cpp_translation_unit((kernel,))
+        assert vectorized_loop_lines(source, ISAS["AVX2"]), kernel.source
+        assert scalar_only_with(source) == {isa: [] for isa in ISAS}, kernel.source

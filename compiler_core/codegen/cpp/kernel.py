@@ -565,9 +565,10 @@ def _blocked_sums(reductions: list[Step]) -> tuple[Step, ...]:
 
 
 def _kahan_add(step: Step, block_sum: str) -> str:
+    # fc::select, not `?:` with a constant arm: GCC 12 left such loops scalar with AVX2 (prelude.py).
     t, acc, comp = register_type(step.value.dtype), f"acc_{step.node}", f"comp_{step.node}"
     return (f"{{ const {t} y = {block_sum} - {comp}; const {t} sum = {acc} + y; "
-            f"{comp} = std::isfinite(sum) ? (sum - {acc}) - y : {t}(0); {acc} = sum; }}")
+            f"{comp} = fc::select(std::isfinite(sum), (sum - {acc}) - y, {t}(0)); {acc} = sum; }}")
 
 
 def _reduction_loops(row: CppPrinter, inner: CppPrinter, rnames: list[str], sizes: tuple[int, ...],
@@ -665,7 +666,7 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
                 acc, comp = f"acc_{s.node}[j]", f"comp_{s.node}[j]"
                 t = register_type(s.value.dtype)
                 inner.lines.append(inner.mark(f"{{ const {t} y = {name} - {comp}; const {t} sum = {acc} + y; "
-                                              f"{comp} = std::isfinite(sum) ? (sum - {acc}) - y : {t}(0); "
+                                              f"{comp} = fc::select(std::isfinite(sum), (sum - {acc}) - y, {t}(0)); "
                                               f"{acc} = sum; }}"))
             elif s.reduction_type:
                 inner.lines.append(inner.mark(reduction_combine(s.reduction_type, f"acc_{s.node}[j]", name,
