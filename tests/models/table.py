@@ -25,7 +25,7 @@ from compiler_core.bench import noise
 from compiler_core.bench.timing import sample_interleaved
 from compiler_core.runtime.check import KernelCheckError
 
-from .check import EAGER_SLACK, ZooRun, run_inference, run_training
+from .check import EAGER_SLACK, EagerRaised, ZooRun, run_inference, run_training
 from .zoo import ZooCase, ZooEntry
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
@@ -96,6 +96,8 @@ def zoo_row(entry: ZooEntry, size: str, device: str, dtype: torch.dtype, mask: O
         run = (run_inference if mode == "inference" else run_training)(entry, size, device, dtype, bool(mask), options)
     except ImportError as exc:
         return {**row, "status": "skipped", "note": f"not importable: {exc}"}
+    except EagerRaised as exc:
+        return {**row, "status": "skipped", "note": f"eager raises {exc}"}
     except KernelCheckError as exc:  # --check: a kernel disagreed with eager on its own inputs
         return {**row, "status": "mismatch", "note": f"KernelCheckError: {exc}"}
     except Exception as exc:  # noqa: BLE001
