@@ -60,6 +60,12 @@ def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
     if isinstance(v, Op):
         if v.op in _ALWAYS_BOOL:  # 0 or 1 whatever the operands, NaN included
             return 0.0, 1.0
+        clamp = _clamp_of(v)
+        if clamp is not None:  # where(x < c, c, x): at least c, as maximum(x, c) is
+            name, x, c = clamp
+            bounds = recurse(x), recurse(c)
+            out = None if None in bounds else _op(name, list(bounds), v.dtype)
+            return None if out is None else _checked(out, v.dtype)
         # a where's condition only picks a branch: what it is does not matter
         args = [(0.0, 1.0) if v.op == "where" and i == 0 else recurse(a) for i, a in enumerate(v.args)]
         if any(a is None for a in args):
@@ -67,6 +73,17 @@ def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
         out = _op(v.op, args, v.dtype)
         return None if out is None else _checked(out, v.dtype)
     return None  # a reduction result: anything
+
+
+def _clamp_of(v: Op) -> Optional[tuple[str, Value, Value]]:
+    """A clamp written as eager's select (lowering's clamp by a number, relu): where(x < c, c, x) is
+    ("maximum", x, c), where(x > c, c, x) is ("minimum", x, c); else None."""
+    if v.op != "where" or not isinstance(v.args[0], Op) or v.args[0].op not in ("lt", "gt"):
+        return None
+    x, c = v.args[0].args
+    if v.args[1] == c and v.args[2] == x:
+        return ("maximum" if v.args[0].op == "lt" else "minimum"), x, c
+    return None
 
 
 def _checked(interval: Interval, dtype: torch.dtype) -> Optional[Interval]:
