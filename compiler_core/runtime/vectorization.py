@@ -10,6 +10,7 @@ each set's flags added (never running) lets one machine answer for both; tests a
 
 from __future__ import annotations
 
+import functools
 import re
 import subprocess
 import tempfile
@@ -18,6 +19,16 @@ from compiler_core.runtime.cpp_build import CXX_FLAGS, _compiler
 
 # Flags added to ours (-march=native) to build for one instruction set whatever this machine has.
 ISAS = {"AVX2": ("-mno-avx512f",), "AVX-512": ("-mavx512f", "-mavx512vl", "-mavx512bw", "-mavx512dq")}
+
+
+@functools.lru_cache(maxsize=None)
+def compiler_is_gcc() -> bool:
+    """Whether the C++ compiler (CXX) is GCC, whose -fopt-info-vec report this module reads."""
+    try:
+        done = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return False
+    return done.returncode == 0 and "Free Software Foundation" in done.stdout and "clang" not in done.stdout
 
 
 def vectorized_loop_lines(source: str, isa: tuple[str, ...]) -> set[int]:
