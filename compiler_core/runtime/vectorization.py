@@ -11,6 +11,7 @@ each set's flags added (never running) lets one machine answer for both; tests a
 from __future__ import annotations
 
 import functools
+import platform
 import re
 import subprocess
 import tempfile
@@ -22,8 +23,11 @@ ISAS = {"AVX2": ("-mno-avx512f",), "AVX-512": ("-mavx512f", "-mavx512vl", "-mavx
 
 
 @functools.lru_cache(maxsize=None)
-def compiler_is_gcc() -> bool:
-    """Whether the C++ compiler (CXX) is GCC, whose -fopt-info-vec report this module reads."""
+def can_compare() -> bool:
+    """Whether this machine can answer: an x86-64 machine (ISAS are x86's) whose C++ compiler (CXX) is
+    GCC, whose -fopt-info-vec report this module reads."""
+    if platform.machine() not in ("x86_64", "AMD64"):
+        return False
     try:
         done = subprocess.run([_compiler(), "--version"], capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
