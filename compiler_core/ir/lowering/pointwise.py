@@ -197,38 +197,44 @@ def clamp(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     hi = node.args[2] if len(node.args) > 2 else node.kwargs.get("max")
     cdt = compute_dtype(val.dtype)
 
-    def bound(v: Value, b: object, names: list[str], extreme: str, beyond: str) -> Value:
+    def bound(v: Value, b: object, names: list[str], side: str) -> Value:
         limit = lw.load(b, tuple(val.shape), names, cdt)
         if isinstance(b, (int, float)) and not (isinstance(b, float) and math.isnan(b)):
-            # Eager's clamp by a number keeps x unless it lies beyond the bound (std::max(x, lo) and
-            # vmaxps(lo, x) alike): clamp(-0.0, min=0.0) is -0.0, and a NaN x stays. A NaN bound
-            # gives NaN everywhere, as maximum/minimum do; a tensor bound is eager's maximum/minimum.
-            return Op("where", (Op(beyond, (v, limit), torch.bool), limit, v), cdt)
-        return Op(extreme, (v, limit), cdt)
+            return clamped_by_a_number(v, limit, side, val.device)
+        # A NaN bound gives NaN everywhere, as maximum/minimum do; a tensor bound is eager's maximum/minimum.
+        return Op("maximum" if side == "min" else "minimum", (v, limit), cdt)
 
     def body(names: list[str]) -> Value:
         v = lw.load(x, tuple(val.shape), names, cdt)
         if lo is not None:
-            v = bound(v, lo, names, "maximum", "lt")
+            v = bound(v, lo, names, "min")
         if hi is not None:
-            v = bound(v, hi, names, "minimum", "gt")
+            v = bound(v, hi, names, "max")
         return v
 
     return lw.pointwise(node, val, body)
 
 
+def clamped_by_a_number(v: Value, limit: Value, side: str, device: torch.device) -> Value:
+    """`v` clamped from below (side "min") or above ("max") by a number, as eager rounds the ties.
+
+    Eager's CPU clamp keeps x unless it lies beyond the bound (std::max(x, lo) and vmaxps(lo, x)
+    alike): relu(-0.0) and clamp(-0.0, min=0.0) are -0.0, a NaN x stays NaN. A maximum with the bound
+    returns the bound for -0.0 (of equal values, the second). On CUDA eager's clamps are fmaxf/fminf of
+    the bound, whose choice between -0.0 and 0.0 we have not measured: there the maximum/minimum that
+    ran before stays (tests/test_numerics.py compares both with eager on the GPU)."""
+    if device.type == "cuda":
+        return Op("maximum" if side == "min" else "minimum", (v, limit), v.dtype)
+    beyond = Op("lt" if side == "min" else "gt", (v, limit), torch.bool)
+    return Op("where", (beyond, limit, v), v.dtype)
+
+
 def relu_or_maximum(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
-    if node.target is torch.ops.aten.relu.default:
-        # Eager's relu keeps x unless it is below zero: relu(-0.0) is -0.0 and NaN stays NaN. A maximum
-        # with 0 gives +0.0 there (of two equal values it returns the second, as eager's maximum does).
+    if node.target is torch.ops.aten.relu.default:  # a clamp from below by 0 (eager's relu is one)
         cdt = compute_dtype(val.dtype)
         x = node.args[0]
-
-        def body(names: list[str]) -> Value:
-            v, zero = lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt)
-            return Op("where", (Op("lt", (v, zero), torch.bool), zero, v), cdt)
-
-        return lw.pointwise(node, val, body)
+        return lw.pointwise(node, val, lambda names: clamped_by_a_number(
+            lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt), "min", val.device))
     return elementwise("maximum", 2)(lw, node, val)
 
 
