@@ -76,13 +76,14 @@ def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
 
 
 def _clamp_of(v: Op) -> Optional[tuple[str, Value, Value]]:
-    """A clamp written as eager's select (lowering's clamp by a number, relu): where(x < c, c, x) is
-    ("maximum", x, c), where(x > c, c, x) is ("minimum", x, c); else None."""
-    if v.op != "where" or not isinstance(v.args[0], Op) or v.args[0].op not in ("lt", "gt"):
+    """A clamp written as eager's select (lowering's clamp by a number, relu): where(x < c, c, x) and
+    where(x <= c, c, x) are ("maximum", x, c), where(x > c, c, x) and where(x >= c, c, x) are
+    ("minimum", x, c); else None."""
+    if v.op != "where" or not isinstance(v.args[0], Op) or v.args[0].op not in ("lt", "le", "gt", "ge"):
         return None
     x, c = v.args[0].args
     if v.args[1] == c and v.args[2] == x:
-        return ("maximum" if v.args[0].op == "lt" else "minimum"), x, c
+        return ("maximum" if v.args[0].op in ("lt", "le") else "minimum"), x, c
     return None
 
 

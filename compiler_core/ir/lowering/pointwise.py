@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import Any, Callable
+from typing import Any, Callable, Union
 
 import torch
 
@@ -199,10 +199,9 @@ def clamp(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
 
     def bound(v: Value, b: object, names: list[str], side: str) -> Value:
         limit = lw.load(b, tuple(val.shape), names, cdt)
-        if isinstance(b, (int, float)) and not (isinstance(b, float) and math.isnan(b)):
-            return clamped_by_a_number(v, limit, side, val.device)
-        # A NaN bound gives NaN everywhere, as maximum/minimum do; a tensor bound is eager's maximum/minimum.
-        return Op("maximum" if side == "min" else "minimum", (v, limit), cdt)
+        if isinstance(b, (int, float)):
+            return clamped_by_a_number(v, limit, b, side, val.device)
+        return Op("maximum" if side == "min" else "minimum", (v, limit), cdt)  # eager's, for a tensor bound
 
     def body(names: list[str]) -> Value:
         v = lw.load(x, tuple(val.shape), names, cdt)
@@ -215,17 +214,23 @@ def clamp(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> ViewRef:
     return lw.pointwise(node, val, body)
 
 
-def clamped_by_a_number(v: Value, limit: Value, side: str, device: torch.device) -> Value:
-    """`v` clamped from below (side "min") or above ("max") by a number, as eager rounds the ties.
+def clamped_by_a_number(v: Value, limit: Value, number: Union[int, float], side: str,
+                        device: torch.device) -> Value:
+    """`v` clamped from below (side "min") or above ("max") by `number`, as eager rounds the ties.
 
-    Eager's CPU clamp keeps x unless it lies beyond the bound (std::max(x, lo) and vmaxps(lo, x)
-    alike): relu(-0.0) and clamp(-0.0, min=0.0) are -0.0, a NaN x stays NaN. A maximum with the bound
-    returns the bound for -0.0 (of equal values, the second). On CUDA eager's clamps are fmaxf/fminf of
-    the bound, whose choice between -0.0 and 0.0 we have not measured: there the maximum/minimum that
-    ran before stays (tests/test_numerics.py compares both with eager on the GPU)."""
-    if device.type == "cuda":
+    Both devices keep a NaN x. Eager's CPU clamp keeps x unless it lies beyond the bound (std::max(x, lo)
+    and vmaxps(lo, x) alike: relu(-0.0) and clamp(-0.0, min=0.0) are -0.0), and a NaN bound gives NaN
+    everywhere. Eager's CUDA clamp is fmaxf/fminf of the bound, which ignore a NaN bound and order -0.0
+    below 0.0 (measured on an H100: relu(-0.0) is 0.0, clamp(-1.5, -0.0, 0.0) is -0.0): of two equal
+    values the bound wins only when it is the larger zero (0.0 from below, -0.0 from above)."""
+    if isinstance(number, float) and math.isnan(number):
+        if device.type == "cuda":
+            return v
         return Op("maximum" if side == "min" else "minimum", (v, limit), v.dtype)
-    beyond = Op("lt" if side == "min" else "gt", (v, limit), torch.bool)
+    bound_wins_ties = device.type == "cuda" and number == 0 and (
+        math.copysign(1.0, number) > 0) == (side == "min")
+    compare = {("min", False): "lt", ("min", True): "le", ("max", False): "gt", ("max", True): "ge"}
+    beyond = Op(compare[side, bound_wins_ties], (v, limit), torch.bool)
     return Op("where", (beyond, limit, v), v.dtype)
 
 
@@ -234,7 +239,7 @@ def relu_or_maximum(lw: Lowering, node: torch.fx.Node, val: torch.Tensor) -> Vie
         cdt = compute_dtype(val.dtype)
         x = node.args[0]
         return lw.pointwise(node, val, lambda names: clamped_by_a_number(
-            lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt), "min", val.device))
+            lw.load(x, tuple(val.shape), names, cdt), Constant(scalar_of(0, cdt), cdt), 0, "min", val.device))
     return elementwise("maximum", 2)(lw, node, val)
 
 
