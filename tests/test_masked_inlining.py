@@ -154,3 +154,44 @@ def test_selects_of_every_dtype_and_a_masked_cat_match_eager():
     for got, expected in zip(compiled(*args), f(*args)):
         torch.testing.assert_close(got, expected)  # exact for the integers and bools
     assert "fc::select(" in sources(compiled) or "fc::or_zeros(" in sources(compiled)
+
+
+
+def rotate(x, cos, sin):
+    return x * cos + torch.cat((-x[..., 4:], x[..., :4]), dim=-1) * sin
+
+
+def grouped_query_rotary(q, k, cos, sin):
+    """Llama's rotary embedding of 4 query heads and 2 grouped-query key heads, then repeat_kv: the key's
+    half-rotation reads its reshaped view at d + 4 where d < 4, and query head h reads kv head h // 2."""
+    batch, seq, _ = k.shape
+    q = q.view(batch, seq, 4, 8).transpose(1, 2)
+    k = k.view(batch, seq, 2, 8).transpose(1, 2)
+    k = rotate(k, cos, sin)[:, :, None].expand(batch, 2, 2, seq, 8).reshape(batch, 4, seq, 8)
+    return rotate(q, cos, sin), k
+
+
+def test_a_rotated_grouped_query_key_keeps_only_the_head_division():
+    # Inverted over the whole loop, the half-rotation's read of the reshaped key was divisions and
+    # modulos of the vectorised variable (`((x4) % 4)`, `(... + x4) / 192`), which kept GCC from
+    # vectorising the loop with AVX2 (no 64-bit vector division). Under the cat's mask the read is
+    # affine in it; what divisions remain are of outer loop variables.
+    torch.manual_seed(0)
+    q, k, cos, sin = torch.randn(2, 12, 32), torch.randn(2, 12, 16), torch.randn(12, 8), torch.randn(12, 8)
+    compiled = cc.compile(grouped_query_rotary, backend="cpp")
+    torch.testing.assert_close(compiled(q, k, cos, sin), grouped_query_rotary(q, k, cos, sin))
+    source = sources(compiled)
+    inner = re.findall(r"#pragma omp simd\s+for \(int64_t (x\d+) ", source)
+    assert inner, "no vectorised loop found: the pattern no longer matches the C++ printer"
+    for subscript in divisions_in_loads(source):
+        assert "%" not in subscript, subscript
+        for divided in re.findall(r"\(\(([^()]*(?:\([^()]*\)[^()]*)*)\) / \d+\)", subscript):
+            assert not set(re.findall(r"x\d+", divided)) & set(inner), subscript
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_rotated_grouped_query_key_matches_eager(backend):
+    torch.manual_seed(1)
+    q, k, cos, sin = torch.randn(3, 5, 32), torch.randn(3, 5, 16), torch.randn(5, 8), torch.randn(5, 8)
+    compiled = cc.compile(grouped_query_rotary, backend=backend)
+    torch.testing.assert_close(compiled(q, k, cos, sin), grouped_query_rotary(q, k, cos, sin))

@@ -524,9 +524,7 @@ class _Inliner:
         key = (producer.name, v.index, v.mask, self.space)
         body = self.cache.get(key)
         if body is None:
-            mapping = invert_layout(producer, v.index, self.ranges)
-            if v.mask is not None and _divides(mapping):
-                mapping = invert_where_masked(producer, v.index, self.ranges, v.mask) or mapping
+            mapping = invert_layout_masked(producer, v.index, self.ranges, v.mask)
             body = self.cache[key] = subs_index(with_origins(producer.body, producer.origins), mapping, self.ranges)
         return body
 
@@ -709,6 +707,24 @@ def _divides(mapping: dict[str, Index]) -> bool:
     return any(not isinstance(atom, Var) for m in mapping.values() for atom, _ in m.terms)
 
 
+def _divisions(mapping: dict[str, Index]) -> int:
+    """How many floor divisions and modulos the mapping's expressions hold, nested ones included."""
+    def count(index: Index) -> int:
+        return sum(0 if isinstance(atom, Var) else 1 + count(atom.arg) for atom, _ in index.terms)
+    return sum(count(m) for m in mapping.values())
+
+
+def invert_layout_masked(producer: LoopNode, offset: Index, ranges: dict[str, int],
+                         mask: Optional[Value]) -> dict[str, Index]:
+    """invert_layout, with fewer divisions where the read happens only under `mask` and that allows it."""
+    mapping = invert_layout(producer, offset, ranges)
+    if mask is not None and _divides(mapping):
+        narrowed = invert_where_masked(producer, offset, ranges, mask)
+        if narrowed is not None and _divisions(narrowed) < _divisions(mapping):
+            return narrowed
+    return mapping
+
+
 def invert_where_masked(producer: LoopNode, offset: Index, ranges: dict[str, int],
                         mask: Value) -> Optional[dict[str, Index]]:
     """invert_layout for a read that happens only where `mask` holds, affine where that makes it so.
@@ -719,7 +735,8 @@ def invert_where_masked(producer: LoopNode, offset: Index, ranges: dict[str, int
     (`((x1 + (x2 + 15)//16 + 15) % 16)`), printed per load. Where the mask holds (`2*x2 >= 1`,
     `2*x3 >= 1`), no part goes negative and the channel is x1. The mask's bounds on single loop
     variables shift those variables to start at 0, the layout is inverted over the narrower ranges,
-    and the shift is undone; the result is used only if it has no division left. Exact wherever the
+    and the shift is undone; the caller uses the result if it has fewer divisions left (rotary's
+    half-rotation of a grouped-query key keeps the head's `x1 // 2` and loses the rest). Exact wherever the
     mask holds, and the inlined loads read nothing where it does not (they take the mask)."""
     if any(is_symbolic(r) for r in ranges.values()):
         return None  # the bounds below are compared as numbers: symbolic ranges keep the general inverse
@@ -748,8 +765,6 @@ def invert_where_masked(producer: LoopNode, offset: Index, ranges: dict[str, int
     narrow = {n: (high[n] - low[n] if n in shifted else r) for n, r in ranges.items()}
     there = offset.subs({n: Index.var(n) + low[n] for n in shifted if low[n]})
     mapping = invert_layout(producer, there, narrow)
-    if _divides(mapping):
-        return None
     back = {n: Index.var(n) - low[n] for n in shifted if low[n]}
     return {k: m.subs(back) for k, m in mapping.items()}
 

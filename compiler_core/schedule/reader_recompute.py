@@ -38,7 +38,7 @@ from compiler_core.ir.symbolic import hint, thousands
 from compiler_core.ir.values import Constant, Load, Op, Value, rebuild, subs_index, walk, with_origins
 from compiler_core.schedule.artifacts import FusionDecision, Schedule
 from compiler_core.schedule.graph_rewrite import loop_ranges, without_dead
-from compiler_core.schedule.kernel_plan import invert_layout, invert_where_masked, masked_loads
+from compiler_core.schedule.kernel_plan import invert_layout_masked, masked_loads
 
 # Operations a recomputed value may hold: layer norm's normalized input is ~6, GELU's ~10.
 MAX_OPS = 40
@@ -120,9 +120,8 @@ def _expanded(node: LoopNode, producer: dict[str, LoopNode], in_memory: set[str]
 
 def _at(value: Value, producer: LoopNode, load: Load, ranges: dict) -> Value:
     """`value` (in `producer`'s loop variables) at the element `load` reads, in the reader's variables."""
-    mapping = invert_layout(producer, load.index, ranges)
-    if load.mask is not None and _divides(mapping):  # a cat's or a pad's read: affine where the mask holds
-        mapping = invert_where_masked(producer, load.index, ranges, load.mask) or mapping
+    # a cat's or a pad's read: affine where the mask holds
+    mapping = invert_layout_masked(producer, load.index, ranges, load.mask)
     if _divides(mapping):
         raise _NotCheap("the reader reaches it through a division")
     # The body ends in a cast to the buffer's dtype: the value is the one the load would give.
