@@ -82,3 +82,48 @@ def test_a_cat_along_the_innermost_dimension_runs_as_unmasked_vector_loops(dtype
     source = cpp_translation_unit((kernel,))
     for isa, flags in ISAS.items():
         assert len(vectorized_loop_lines(source, flags)) >= 2, (isa, kernel.source)
+
+
+def cls_token_layer_norm(tokens, cls, pos, w, b):
+    """ViT's embedding: a class token put before the patches (a cat along the rows), a position
+    embedding added, then layer norm: each row reads one input or the other under a mask that holds
+    for the whole row."""
+    x = torch.cat((cls.expand(tokens.shape[0], -1, -1), tokens), dim=1) + pos
+    return F.layer_norm(x, (x.shape[-1],), w, b)
+
+
+def test_a_cat_along_the_rows_of_a_bf16_reduction_vectorises_with_avx2():
+    # The row loops read `row < 1 ? cls[r] : 0` per element: a masked 16-bit load, which AVX2 lacks
+    # (ViT bf16's first layer norm ran scalar). A mask fixed for the row now reads fc::or_zeros.
+    dtype = torch.bfloat16
+    tokens, cls, pos = (torch.randn(*shape, dtype=dtype) for shape in ((2, 64, 32), (1, 1, 32), (1, 65, 32)))
+    w, b = torch.randn(32, dtype=dtype), torch.randn(32, dtype=dtype)
+    compiled = cc.compile(cls_token_layer_norm, backend="cpp")
+    torch.testing.assert_close(compiled(tokens, cls, pos, w, b), cls_token_layer_norm(tokens, cls, pos, w, b))
+    (kernel,) = [k for k in compiled.session.kernels if "omp simd reduction" in k.source]
+    assert "fc::or_zeros" in kernel.source, kernel.source
+    source = cpp_translation_unit((kernel,))
+    assert len(vectorized_loop_lines(source, ISAS["AVX2"])) >= 3, kernel.source
+    assert scalar_only_with(source) == {isa: [] for isa in ISAS}, kernel.source
+
+
+def patch_merging(x, w, b):
+    """Swin's patch merging: four strided quarters of the image side by side along the channels (a cat
+    along the innermost dimension), then layer norm over it."""
+    quarters = (x[:, 0::2, 0::2], x[:, 1::2, 0::2], x[:, 0::2, 1::2], x[:, 1::2, 1::2])
+    return F.layer_norm(torch.cat(quarters, dim=-1), (4 * x.shape[-1],), w, b)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_cat_along_the_reduced_dimension_runs_as_unmasked_vector_loops(dtype):
+    # The row loops read each quarter under `c < 16`, `16 <= c < 32`...: masked loads in one loop, scalar
+    # with AVX2 in bf16 (Swin's patch merging; fp32 too where a linear's bias joins in). Each reduction
+    # loop is now cut at 16, 32 and 48.
+    x, w, b = torch.randn(2, 8, 8, 16, dtype=dtype), torch.randn(64, dtype=dtype), torch.randn(64, dtype=dtype)
+    compiled = cc.compile(patch_merging, backend="cpp")
+    torch.testing.assert_close(compiled(x, w, b), patch_merging(x, w, b))
+    (kernel,) = [k for k in compiled.session.kernels if "omp simd reduction" in k.source]
+    assert "r0 = 16; r0 < 32; r0++" in kernel.source and "r0 = 48; r0 < 64; r0++" in kernel.source, kernel.source
+    source = cpp_translation_unit((kernel,))
+    assert len(vectorized_loop_lines(source, ISAS["AVX2"])) >= 8, kernel.source
+    assert scalar_only_with(source) == {isa: [] for isa in ISAS}, kernel.source

@@ -78,6 +78,12 @@ class CppPrinter(CSEPrinter):
         self.inner, self.inner_size = inner, inner_size
         self._varies: dict[int, tuple[Value, bool]] = {}
 
+    def loop_body(self, inner: str, inner_size) -> "CppPrinter":
+        """The scope of a vectorised loop over `inner` nested in this one."""
+        body = self.child()
+        body.inner, body.inner_size, body._varies = inner, inner_size, {}
+        return body
+
     def varies_along_inner(self, value: Value) -> bool:
         """Whether `value` may differ between iterations of the inner loop (conservative: a reduction's
         result or a position read from a tensor counts as varying)."""
@@ -316,9 +322,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
         for step in plan.steps:
             outer.origins = step.origins
             _hoist_row_invariants(outer, step.value, frozenset(names[-1:]))
-    printer = outer.child() if names else CppPrinter()
-    if names:
-        printer.inner, printer.inner_size = names[-1], plan.space.x[-1]
+    printer = outer.loop_body(names[-1], plan.space.x[-1]) if names else CppPrinter()
     stores = []
     for step in plan.steps:
         printer.origins = step.origins
@@ -354,7 +358,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     hoisted_at = "    " * (len(loops) - 1)
     out += [hoisted_at + ln for ln in outer.lines]  # what does not change along the innermost loop, before it
     inner, size = names[-1], plan.space.x[-1]
-    for begin, end in _bands(plan, inner, size) or [(0, size)]:
+    for begin, end in _bands([s.value for s in plan.steps], inner, size) or [(0, size)]:
         out += [hoisted_at + "#pragma omp simd",
                 hoisted_at + f"for (int64_t {inner} = {begin}; {inner} < {c_expr(end)}; {inner}++) {{"]
         out += [indent + ln for ln in printer.lines]
@@ -366,7 +370,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
 MAX_BANDS = 4
 
 
-def _bands(plan: KernelPlan, inner: str, size: int) -> list[tuple[int, int]] | None:
+def _bands(values: list[Value], inner: str, size: int) -> list[tuple[int, int]] | None:
     """The innermost loop cut where a comparison of its variable with a number changes value, so that
     every such comparison is constant in each piece: None where nothing cuts (or too much would).
 
@@ -377,8 +381,8 @@ def _bands(plan: KernelPlan, inner: str, size: int) -> list[tuple[int, int]] | N
     if type(size) is not int:
         return None
     cuts = set()
-    for step in plan.steps:
-        for v in walk(step.value):
+    for value in values:
+        for v in walk(value):
             if not (isinstance(v, Op) and v.op in ("lt", "le", "gt", "ge") and isinstance(v.args[0], IndexValue)
                     and isinstance(v.args[1], Constant) and type(v.args[1].value) is int):
                 continue
@@ -509,7 +513,9 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
             for s in steps:
                 row.origins = s.origins
                 _hoist_row_invariants(row, _replace(s.value, readable), r_vars)
-        inner = row.child()
+        # A load under a mask that holds for the whole row (a cat along the rows) reads fc::or_zeros,
+        # as in a pointwise kernel's innermost loop: AVX2 has no masked 16-bit loads.
+        inner = row.loop_body(rnames[-1], plan.space.r[-1])
         for s in steps:
             inner.origins = s.origins
             name = inner.emit(_replace(s.value, readable))
@@ -523,7 +529,8 @@ def _reduction_body(plan: KernelPlan) -> list[str]:
                 cached_value = inner.emit(_replace(v, readable))
                 inner.lines.append(inner.mark(f"{slot.buffer}[{r_flat.render(div='/')}] = {cached_value};", v.origins))
         row.sync_counter(inner)
-        row.lines += _reduction_loops(row, inner, rnames, plan.space.r, reductions, blocked)
+        bands = _bands([s.value for s in steps], rnames[-1], plan.space.r[-1])
+        row.lines += _reduction_loops(row, inner, rnames, plan.space.r, reductions, blocked, bands)
         for s in reductions:
             row.lines.append(row.mark(f"const {register_type(s.value.dtype)} red_{s.node} = {_finished(s)};",
                                       s.origins))
@@ -606,9 +613,11 @@ def _kahan_add(step: Step, block_sum: str) -> str:
 
 
 def _reduction_loops(row: CppPrinter, inner: CppPrinter, rnames: list[str], sizes: tuple[int, ...],
-                     reductions: list[Step], blocked: tuple[Step, ...]) -> list[str]:
+                     reductions: list[Step], blocked: tuple[Step, ...],
+                     bands: list[tuple[int, int]] | None = None) -> list[str]:
     """The loop nest of one reduction phase around `inner`'s body, the innermost loop vectorised;
-    with blocked sums the innermost loop is split into SUM_BLOCK-sized passes when longer."""
+    with blocked sums the innermost loop is split into SUM_BLOCK-sized passes when longer, else into
+    `bands` (see _bands), each its own vector loop adding to the same accumulators."""
     def indent(depth: int) -> str:
         return "    " * depth
 
@@ -616,16 +625,20 @@ def _reduction_loops(row: CppPrinter, inner: CppPrinter, rnames: list[str], size
     depth = len(loops) - 1
     out = [indent(d) + loop for d, loop in enumerate(loops[:-1])]
     innermost, name, size = loops[-1], rnames[-1], sizes[-1]
+    innermost_loops = [innermost]
     if blocked and (is_symbolic(size) or size > SUM_BLOCK):  # blocks of a shorter row: one pass
         out.append(indent(depth) + f"for (int64_t {name}b = 0; {name}b < {c_expr(size)}; {name}b += {SUM_BLOCK}) {{")
-        innermost = (f"for (int64_t {name} = {name}b; {name} < std::min<int64_t>({name}b + {SUM_BLOCK}, "
-                     f"{c_expr(size)}); {name}++) {{")
+        innermost_loops = [f"for (int64_t {name} = {name}b; {name} < std::min<int64_t>({name}b + {SUM_BLOCK}, "
+                           f"{c_expr(size)}); {name}++) {{"]
         depth += 1
+    elif bands:
+        innermost_loops = [f"for (int64_t {name} = {begin}; {name} < {end}; {name}++) {{" for begin, end in bands]
     for s in blocked:
         out.append(indent(depth) + row.mark(f"{register_type(s.value.dtype)} blk_{s.node} = 0;", s.origins))
-    out += [indent(depth) + _simd_reduction_pragma(reductions, blocked), indent(depth) + innermost]
-    out += [indent(depth + 1) + ln for ln in inner.lines]
-    out.append(indent(depth) + "}")
+    for loop in innermost_loops:
+        out += [indent(depth) + _simd_reduction_pragma(reductions, blocked), indent(depth) + loop]
+        out += [indent(depth + 1) + ln for ln in inner.lines]
+        out.append(indent(depth) + "}")
     out += [indent(depth) + row.mark(_kahan_add(s, f"blk_{s.node}"), s.origins) for s in blocked]
     return out + [indent(d) + "}" for d in reversed(range(depth))]
 
