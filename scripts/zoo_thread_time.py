@@ -1,6 +1,6 @@
 """Ours against Inductor on the CPU zoo's small models, on one thread, timed by the thread's CPU time.
 
-    PYTHONPATH=. python scripts/zoo_thread_time.py resnet,gpt2,bert,llama,vit,t5 [--rounds 25]
+    PYTHONPATH=. python scripts/zoo_thread_time.py resnet,gpt2,bert,llama,vit,t5 [--rounds 25] [--dtype bf16]
 
 Why not the zoo table's wall clock: on the shared 2-core machine another job's load stalls two-thread
 OpenMP regions for milliseconds, and the zoo's 10 samples of HF ResNet gave ours/Inductor anywhere from
@@ -50,9 +50,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("models", help="comma-separated zoo names")
     parser.add_argument("--rounds", type=int, default=25)
+    parser.add_argument("--dtype", choices=("fp32", "bf16"), default="fp32")
     args = parser.parse_args()
+    dtype = {"fp32": torch.float32, "bf16": torch.bfloat16}[args.dtype]
     for name in args.models.split(","):
-        case = ZOO[name].build("small", "cpu", torch.float32, mask=True)
+        case = ZOO[name].build("small", "cpu", dtype, mask=True)
         model = case.model.eval()
         fns = {"eager": _step(model, case.inputs), "ours": _step(cc.compile(copy.deepcopy(model)), case.inputs),
                "inductor": _step(torch.compile(copy.deepcopy(model)), case.inputs)}
@@ -65,7 +67,8 @@ def main() -> None:
                 samples[k].append(_sample_ms(fn))
         q = {k: statistics.quantiles(v, n=4, method="inclusive") for k, v in samples.items()}
         med = {k: statistics.median(v) for k, v in samples.items()}
-        print(f"{name:8s} eager {med['eager']:.3f} ms, ours {med['ours']:.3f} ({q['ours'][0]:.3f}-{q['ours'][2]:.3f}), "
+        print(f"{name:8s} {args.dtype} eager {med['eager']:.3f} ms, "
+              f"ours {med['ours']:.3f} ({q['ours'][0]:.3f}-{q['ours'][2]:.3f}), "
               f"Inductor {med['inductor']:.3f} ({q['inductor'][0]:.3f}-{q['inductor'][2]:.3f}), "
               f"ours/Inductor {med['ours'] / med['inductor']:.3f}, load {os.getloadavg()[0]:.1f}", flush=True)
 
