@@ -7,7 +7,9 @@ Each kernel's translation unit is compiled with our flags (-march=native) plus `
 and plus AVX-512's flags, never run, so one machine answers for both. A loop under `#pragma omp
 simd` that GCC vectorises with one and not the other is printed with the kernel's name and the line
 GCC names it by: the kernels are the same everywhere, and a user's machine may have either
-(compiler_core/runtime/vectorization.py lists what ran scalar with AVX2 only). Its first version
+(compiler_core/runtime/vectorization.py lists what ran scalar with AVX2 only). It also prints every
+kernel whose assembly holds a vfmaddsub or vfmsubadd, which GCC 12 forms despite -ffp-contract=off
+(fused_add_subtracts says where). Its first version
 compared the `for` line under each pragma, a line GCC never reports, and so found nothing.
 """
 
@@ -19,12 +21,12 @@ import torch
 
 import compiler_core as cc
 from compiler_core.runtime.cpp_build import cpp_translation_unit
-from compiler_core.runtime.vectorization import scalar_only_with
+from compiler_core.runtime.vectorization import ISAS, fused_add_subtracts, scalar_only_with
 from tests.models.zoo import ZOO
 
 
 def main(names: list[str]) -> int:
-    differing = 0
+    differing = fused = 0
     for name in names:
         for dtype in (torch.float32, torch.bfloat16):
             try:
@@ -37,14 +39,20 @@ def main(names: list[str]) -> int:
                 compiled(**case.inputs)
             kernels = compiled.session.kernels
             for kernel in kernels:
-                scalar = scalar_only_with(cpp_translation_unit((kernel,)))
-                for isa, lines in scalar.items():
+                source = cpp_translation_unit((kernel,))
+                for isa, lines in scalar_only_with(source).items():
                     if lines:
                         differing += 1
                         print(f"{name} {dtype} {kernel.name}: scalar with {isa} only, at {lines}", flush=True)
+                for isa, flags in ISAS.items():
+                    if contracted := fused_add_subtracts(source, flags):
+                        fused += 1
+                        print(f"{name} {dtype} {kernel.name}: {len(contracted)} {contracted[0]} with {isa} "
+                              "(one rounding where eager rounds twice)", flush=True)
             print(f"{name} {dtype}: {len(kernels)} kernels", flush=True)
-    print(f"{differing} kernels vectorise differently")
-    return differing
+    print(f"{differing} kernels vectorise differently; {fused} kernel builds fuse an add or subtract "
+          "into a multiply")
+    return differing + fused
 
 
 if __name__ == "__main__":

@@ -12,7 +12,13 @@ import torch.nn.functional as F
 
 import compiler_core as cc
 from compiler_core.runtime.cpp_build import cpp_translation_unit
-from compiler_core.runtime.vectorization import ISAS, can_compare, scalar_only_with, vectorized_loop_lines
+from compiler_core.runtime.vectorization import (
+    ISAS,
+    can_compare,
+    fused_add_subtracts,
+    scalar_only_with,
+    vectorized_loop_lines,
+)
 
 pytestmark = pytest.mark.skipif(not can_compare(),
                                 reason="compiles for x86 vector sets and reads GCC's report: needs x86-64 and GCC")
@@ -82,6 +88,27 @@ def test_a_cat_along_the_innermost_dimension_runs_as_unmasked_vector_loops(dtype
     source = cpp_translation_unit((kernel,))
     for isa, flags in ISAS.items():
         assert len(vectorized_loop_lines(source, flags)) >= 2, (isa, kernel.source)
+
+
+def pair_rotation(x, table):
+    """Meta Llama's rotary embedding as real pairs (what its complex product becomes): each feature
+    pair (a, b) turns by the table's pair (c, s) to (a * c - b * s, a * s + b * c)."""
+    a, b, c, s = x[..., 0::2], x[..., 1::2], table[..., 0::2], table[..., 1::2]
+    return torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["fp32", "bf16"])
+def test_a_rotated_pair_rounds_each_product_and_sum_as_eager_does(dtype):
+    # Cut into one-element pieces, the pair loop was unrolled and GCC 12 vectorised the loop around
+    # it with vfmaddsub for the alternating - and +, -ffp-contract=off notwithstanding: about 1 value
+    # in 6 one rounding off eager's. A pair is now one loop that selects.
+    x, table = torch.randn(2, 8, 4, 16, dtype=dtype), torch.randn(8, 1, 16, dtype=dtype)
+    compiled = cc.compile(pair_rotation, backend="cpp")
+    torch.testing.assert_close(compiled(x, table), pair_rotation(x, table), rtol=0, atol=0)
+    for kernel in compiled.session.kernels:
+        source = cpp_translation_unit((kernel,))
+        for isa, flags in ISAS.items():
+            assert fused_add_subtracts(source, flags) == [], (isa, kernel.source)
 
 
 def cls_token_layer_norm(tokens, cls, pos, w, b):

@@ -40,15 +40,32 @@ def vectorized_loop_lines(source: str, isa: tuple[str, ...]) -> set[int]:
     with our flags and `isa`'s. GCC names a loop by a line of its body or header, the same line for
     both instruction sets, so two sets differ exactly where one set vectorises a loop the other does
     not (the counts differ anyway: epilogue loops are vectorised with other widths)."""
+    report, _ = _compile(source, isa)
+    return {int(m) for m in re.findall(r"k\.cpp:(\d+):\d+: optimized: loop vectorized", report)}
+
+
+def fused_add_subtracts(source: str, isa: tuple[str, ...]) -> list[str]:
+    """The vfmaddsub/vfmsubadd instructions in `source`'s assembly for `isa`: none of our code asks for
+    one (our explicit FMAs are plain vfmadd), so each is GCC contracting a multiply with the add or
+    subtract after it despite -ffp-contract=off. GCC 12's SLP vectoriser does so where lanes alternate
+    `a*b - c` and `a*b + c` (a complex product); the value then rounds once where eager rounds twice."""
+    _, assembly = _compile(source, isa)
+    return re.findall(r"\bvfm(?:addsub|subadd)\w*", assembly)
+
+
+@functools.lru_cache(maxsize=8)
+def _compile(source: str, isa: tuple[str, ...]) -> tuple[str, str]:
+    """GCC's vectorisation report and the assembly for `source` built with our flags and `isa`'s."""
     with tempfile.TemporaryDirectory() as folder:
         with open(f"{folder}/k.cpp", "w") as f:
             f.write(source)
         flags = [f for f in CXX_FLAGS if f != "-shared"] + list(isa)
-        done = subprocess.run([_compiler(), *flags, "-c", f"{folder}/k.cpp", "-o", f"{folder}/k.o",
+        done = subprocess.run([_compiler(), *flags, "-S", f"{folder}/k.cpp", "-o", f"{folder}/k.s",
                                "-fopt-info-vec-optimized"], capture_output=True, text=True)
-    if done.returncode != 0:
-        raise RuntimeError(f"{_compiler()} failed on the translation unit:\n{done.stderr[-2000:]}")
-    return {int(m) for m in re.findall(r"k\.cpp:(\d+):\d+: optimized: loop vectorized", done.stderr)}
+        if done.returncode != 0:
+            raise RuntimeError(f"{_compiler()} failed on the translation unit:\n{done.stderr[-2000:]}")
+        with open(f"{folder}/k.s") as f:
+            return done.stderr, f.read()
 
 
 def scalar_only_with(source: str) -> dict[str, list[str]]:

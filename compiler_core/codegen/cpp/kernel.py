@@ -396,6 +396,13 @@ def _bands(values: list[Value], inner: str, size: int) -> list[tuple[int, int]] 
     if not cuts or len(cuts) >= MAX_BANDS:
         return None
     edges = [0, *sorted(cuts), size]
+    if len(edges) == size + 1:
+        # Every piece one element wide (a pair of real and imaginary parts, GPT-J's rotate_every_two):
+        # nothing left to vectorise along it, and GCC 12 unrolls the pieces and vectorises the loop
+        # around them, taking `a*c - b*d` beside `a*d + b*c` for one vfmaddsub despite
+        # -ffp-contract=off (its SLP add/sub pattern ignores the flag until GCC 14): one rounding
+        # where eager rounds twice. The single loop computes both values in every lane and selects.
+        return None
     return list(zip(edges, edges[1:]))
 
 
