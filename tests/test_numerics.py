@@ -10,6 +10,7 @@ import torch
 from programs import PROGRAMS
 
 import compiler_core as cc
+from compiler_core.ir.values import Constant, Op
 
 
 def _check(name, fn, make_inputs, backend):
@@ -200,6 +201,67 @@ def test_clamps_keep_the_sign_of_zero_and_nan_as_eager_does(backend, dtype, name
             assert torch.equal(g.nan_to_num().signbit(), e.nan_to_num().signbit()), (g, e)
         torch.testing.assert_close(g, e, equal_nan=True, rtol=0, atol=0)
     assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages
+
+
+def test_constants_are_equal_only_when_their_bits_are():
+    f32 = torch.float32
+    assert Constant(-0.0, f32) != Constant(0.0, f32)
+    assert len({Constant(-0.0, f32), Constant(0.0, f32)}) == 2
+    assert Constant(float("nan"), f32) == Constant(float("nan"), f32)
+    assert Constant(1.5, f32) == Constant(1.5, f32) and Constant(1.5, f32) != Constant(1.5, torch.float64)
+    assert Op("maximum", (Constant(-0.0, f32), Constant(1.0, f32)), f32) != \
+        Op("maximum", (Constant(0.0, f32), Constant(1.0, f32)), f32)
+
+
+@pytest.mark.parametrize("backend", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_literals_that_differ_in_a_zeros_sign_stay_apart(backend, dtype):
+    """-0.0 == 0.0 as numbers, so the tables of values (common subexpressions, inlining) took
+    clamp(x, -0.0, 0.0)'s upper bound for the -0.0 beside it: clamp(2.5, -0.0, 0.0) gave -0.0, both backends."""
+    def fn(x):
+        return x.clamp(-0.0, 0.0), torch.where(x > 0, -0.0, 1.0), x.clamp(min=0.0) + x.clamp(max=-0.0)
+
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), 3.0], dtype=dtype)
+    compiled = cc.compile(fn, backend=backend)
+    for got, expected in zip(compiled(x), fn(x)):
+        assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit()), (got, expected)
+        torch.testing.assert_close(got, expected, equal_nan=True, rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_a_negative_zero_literal_reaches_triton_as_its_bits(dtype):
+    """Triton 3.6's compiler makes every -0.0 literal +0.0 (seen on an H100: clamp(-1.5, -0.0, 0.0) gave
+    +0.0, minimum(x, -0.0) took +0.0; the interpreter keeps the sign, so only the source can show it
+    here): -0.0 is printed as its bits, also where a literal becomes a block (libdevice, pow, where).
+    Our pow took an infinite exponent for an odd integer: pow(-0.0, -inf) was -inf, pow(-1.5, inf) -inf."""
+    def fn(x):
+        return (x.clamp(-0.0, 0.0), torch.where(x > 0, -0.0, 1.0), torch.atan2(torch.full_like(x, -0.0), x),
+                torch.pow(torch.full_like(x, -0.0), x), torch.pow(x, float("inf")), torch.pow(x, float("-inf")))
+
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), 3.0], dtype=dtype)
+    compiled = cc.compile(fn, backend="triton")
+    for got, expected in zip(compiled(x), fn(x)):
+        assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit()), (got, expected)
+        torch.testing.assert_close(got, expected, equal_nan=True)
+    code = "\n".join(line.split("#")[0] for k in compiled.session.kernels for line in k.source.splitlines())
+    assert "-0.0" not in code, code
+    assert "bitcast=True" in code, code
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16])
+def test_negative_zero_literals_keep_their_sign_on_the_gpu(dtype):
+    def fn(x):
+        return (x.clamp(-0.0, 0.0), torch.where(x > 0, -0.0, 1.0), torch.atan2(torch.full_like(x, -0.0), x),
+                torch.pow(torch.full_like(x, -0.0), x), torch.pow(x, float("inf")), torch.pow(x, float("-inf")),
+                torch.minimum(x, torch.full_like(x, -0.0)), x * -0.0)
+
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), 3.0], dtype=dtype, device="cuda")
+    compiled = cc.compile(fn)
+    for got, expected in zip(compiled(x), fn(x)):
+        assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit()), (got, expected)
+        torch.testing.assert_close(got, expected, equal_nan=True)
 
 
 @pytest.mark.gpu

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import struct
 import weakref
 from dataclasses import dataclass, field
 from typing import Callable, Iterator, Optional, Union
@@ -102,7 +103,7 @@ class Load:
     indirect: tuple[IndirectIndex, ...] = ()
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Constant:
     value: Union[float, int, bool]
     dtype: torch.dtype
@@ -113,6 +114,23 @@ class Constant:
         if isinstance(self.value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
             raise TypeError(f"Constant({self.value}) holds a symbolic {type(self.value).__name__}: lower it as "
                             "a size expression (lowering.core.size_value), not a literal")
+
+    # Equal when the bits are: as numbers -0.0 == 0.0, so every table of values (common subexpressions,
+    # plan caches, inlining maps) took clamp(x, -0.0, 0.0)'s two bounds for one; and NaN != NaN made a
+    # NaN literal unequal to itself.
+    def _key(self) -> tuple:
+        v = self.value
+        if isinstance(v, float):
+            return (self.dtype, struct.pack("<d", v))
+        if isinstance(v, complex):
+            return (self.dtype, struct.pack("<dd", v.real, v.imag))
+        return (self.dtype, v)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other or (type(other) is Constant and self._key() == other._key())
+
+    def __hash__(self) -> int:
+        return hash(self._key())
 
 
 @dataclass(frozen=True)

@@ -196,12 +196,12 @@ class TritonPrinter(CSEPrinter):
         if name == "hypot":
             return f"_hypot({a[0]}, {a[1]})"
         if name == "gcd":  # a loop (Euclid's): operands as blocks, as pow's
-            a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+            a = [literal_block(t, x, "[1]", register_dtype(x.dtype)) if isinstance(x, Constant) else t
                  for t, x in zip(a, v.args)]
             return f"_int_gcd({a[0]}, {a[1]}, {_signed(v.dtype)})"
         if name == "pow":
             # The helpers test their operands elementwise: give a scalar literal a (broadcastable) block.
-            a = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+            a = [literal_block(t, x, "[1]", register_dtype(x.dtype)) if isinstance(x, Constant) else t
                  for t, x in zip(a, v.args)]
             return f"_pow({a[0]}, {a[1]})" if floating else f"_int_pow({a[0]}, {a[1]})"
         if name in ("floordiv", "remainder", "fmod") and floating:
@@ -283,11 +283,11 @@ class TritonPrinter(CSEPrinter):
             if isinstance(v.args[1], Constant) and isinstance(v.args[2], Constant):
                 # Two literals make a float32 (or int32) block: give it the op's dtype, else a float64
                 # where(c, 1.0, 0.0) reaches libdevice as float32 and an int64 one can overflow.
-                return f"tl.where({a[0]}, tl.full([], {a[1]}, {register_dtype(v.dtype)}), {a[2]})"
+                return f"tl.where({a[0]}, {literal_block(a[1], v.args[1], '[]', register_dtype(v.dtype))}, {a[2]})"
             return f"tl.where({a[0]}, {a[1]}, {a[2]})"
         if name == "recurrence":
             # Operands as blocks (a literal has none), the coefficients as plain numbers.
-            blocks = [f"tl.full([1], {t}, {register_dtype(x.dtype)})" if isinstance(x, Constant) else t
+            blocks = [literal_block(t, x, "[1]", register_dtype(x.dtype)) if isinstance(x, Constant) else t
                       for t, x in zip(a[:4], v.args[:4])]
             return f"_recurrence({', '.join(blocks + a[4:])})"
         if name == "sign":  # two comparisons, as ATen's: NaN and -0.0 give 0
@@ -323,7 +323,7 @@ def _divide(v: Value, operands: list[str]) -> str:
 def _in_dtype_of(v: Value, operands: list[str]) -> list[str]:
     """The operands of a libdevice call, each in the op's register dtype (a literal made a block)."""
     want = register_dtype(v.dtype)
-    return [f"tl.full([], {t}, {want})" if isinstance(x, Constant)
+    return [literal_block(t, x, "[]", want) if isinstance(x, Constant)
             else t if register_dtype(x.dtype) == want else f"{t}.to({want})" for t, x in zip(operands, v.args)]
 
 
@@ -440,7 +440,7 @@ def _pow(a, b):
     # C pow's special cases, then |a| ** b with the sign of an odd integer power of a negative base.
     r = tl.exp2(b * tl.log2(tl.abs(a)))
     integral = tl.floor(b) == b
-    odd = integral & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
+    odd = integral & ((b - 2.0 * tl.floor(b * 0.5)) == 1.0)  # NaN for an infinite b, which is not odd
     negative = a.to(tl.float32).to(tl.int32, bitcast=True) < 0  # -0.0 too: pow(-0.0, -1) is -inf
     r = tl.where(negative & odd, r * -1.0, r)  # not -r: see the neg primitive
     finite = (tl.abs(a) != float("inf")) & (tl.abs(b) != float("inf"))
@@ -649,8 +649,35 @@ def triton_literal(value: object, dtype: torch.dtype) -> str:
         f = float(value)
         if math.isnan(f) or math.isinf(f):
             return f'float("{f}")'
+        if _is_negative_zero(value, dtype):
+            return _negative_zero_block("[1]", dtype)
         return repr(f)
     return str(int(value))
+
+
+def _is_negative_zero(value: object, dtype: torch.dtype) -> bool:
+    return dtype.is_floating_point and not isinstance(value, complex) and float(value) == 0.0 \
+        and math.copysign(1.0, float(value)) < 0
+
+
+def _negative_zero_block(shape: str, dtype: torch.dtype) -> str:
+    """-0.0 made from its bits. Triton 3.6's compiler turns every -0.0 literal into +0.0 (`-0.0`,
+    `float("-0.0")` and `tl.full([], -0.0, ...)` alike: measured on an H100, the TTIR holds a +0.0
+    constant; the interpreter keeps the sign), so clamp(x, -0.0, 0.0) gave +0.0 where eager CUDA gives -0.0.
+    Never 0-d: the interpreter's `&` refuses the comparisons of a 0-d block's tl.abs (numpy scalars)."""
+    shape = "[1]" if shape == "[]" else shape
+    if register_dtype(dtype) == "tl.float64":
+        return f"tl.full({shape}, -9223372036854775808, tl.int64).to(tl.float64, bitcast=True)"
+    return f"tl.full({shape}, -2147483648, tl.int32).to(tl.float32, bitcast=True)"
+
+
+def literal_block(text: str, value: Value, shape: str, dtype: str) -> str:
+    """A literal operand as a block of `shape` in register dtype `dtype` (helpers that test their
+    operands elementwise, libdevice calls): `tl.full`, except for -0.0, which tl.full would make +0.0."""
+    if isinstance(value, Constant) and _is_negative_zero(value.value, value.dtype):
+        block = _negative_zero_block(shape, value.dtype)
+        return block if register_dtype(value.dtype) == dtype else f"{block}.to({dtype})"
+    return f"tl.full({shape}, {text}, {dtype})"
 
 
 _next_pow2 = plan_passes.next_pow2
@@ -941,7 +968,7 @@ def _scattered_store(printer: TritonPrinter, step: Step) -> str:
     (the runtime raises eager's error)."""
     value = printer.emit(step.value)
     if not _depends_on_position(step.value):
-        value = f"tl.full([XBLOCK], {value}, {register_dtype(step.value.dtype)})"
+        value = literal_block(value, step.value, "[XBLOCK]", register_dtype(step.value.dtype))
     offset, lanes = pointer_offset(step.store_index), "xmask"
     for t in step.store_positions:
         raw = printer.emit(t.value)
