@@ -30,6 +30,8 @@ def main() -> None:
     parser.add_argument("--row", choices=("static", "dynamic"), default="dynamic")
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--contender", choices=("ours", "inductor"), default="ours")
+    parser.add_argument("--kernels", action="store_true",
+                        help="also time steps synchronized one by one and list the device's kernels (torch.profiler)")
     args = parser.parse_args()
     tf.logging.set_verbosity_error()
     config, model = bench._llama(args.device)
@@ -53,6 +55,8 @@ def main() -> None:
         bench._sync(args.device)
         print(f"{args.contender} {args.row}: {(time.perf_counter() - start) / args.steps * 1e3:.3f} ms a step "
               f"(unsynchronized between steps)")
+        if args.kernels:
+            _synchronized_and_kernels(step, args)
         profile = cProfile.Profile()
         profile.enable()
         for _ in range(args.steps):
@@ -67,6 +71,30 @@ def main() -> None:
         text = io.StringIO()
         pstats.Stats(profile, stream=text).sort_stats(order).print_stats(25)
         print(text.getvalue()[-6000:])
+
+
+def _synchronized_and_kernels(step, args) -> None:
+    """A step timed alone (synchronized before and after, as decode_bench.py times it), then the device's
+    kernels over the steps by their total time: unsynchronized steps overlap host and device work, so the
+    two times differ by what the device does after the host is done (or waits for)."""
+    times = []
+    for _ in range(args.steps):
+        bench._sync(args.device)
+        start = time.perf_counter()
+        step()
+        bench._sync(args.device)
+        times.append((time.perf_counter() - start) * 1e3)
+    times.sort()
+    print(f"{args.contender} {args.row}: {times[len(times) // 2]:.3f} ms a step, synchronized (median)")
+    activities = [torch.profiler.ProfilerActivity.CPU]
+    if args.device == "cuda":
+        activities.append(torch.profiler.ProfilerActivity.CUDA)
+    with torch.profiler.profile(activities=activities) as prof:
+        for _ in range(args.steps):
+            step()
+        bench._sync(args.device)
+    sort = "self_cuda_time_total" if args.device == "cuda" else "self_cpu_time_total"
+    print(prof.key_averages().table(sort_by=sort, row_limit=30, max_name_column_width=60))
 
 
 if __name__ == "__main__":
