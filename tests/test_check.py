@@ -10,9 +10,11 @@ import torch
 import compiler_core as cc
 from compiler_core.codegen.cpp import kernel as cpp_kernel
 from compiler_core.codegen.triton import kernel as triton_kernel
+from compiler_core.codegen.wrapper import local
+from compiler_core.ir.graph import Layout, ViewRef
 from compiler_core.runtime import host
 from compiler_core.runtime.artifacts import KernelCheck
-from compiler_core.runtime.check import compare, user_frame, within_eager_rounding
+from compiler_core.runtime.check import KernelChecker, compare, user_frame, within_eager_rounding
 
 BACKENDS = ["cpp", "triton"]
 
@@ -275,3 +277,15 @@ def test_rounding_allowance_is_eagers_own_error_not_more():
     assert within_eager_rounding(close, eager, exact)[0]
     assert not within_eager_rounding(far, eager, exact)[0]  # 20x eager's error: wrong
     assert not within_eager_rounding(close, eager, None)[0]  # no exact result: no allowance
+
+
+def test_an_externs_tuple_with_python_numbers_is_read_whole():
+    # CUDA's flash attention returns (out, lse, cum_seq_q, cum_seq_k, max_q, max_k, ...): two Python
+    # ints beside the tensors. Reading such a tuple back for a reference raised AttributeError ('int'
+    # object has no attribute 'buffer') and stopped Swin bf16's checked run on the GPU.
+    checker = object.__new__(KernelChecker)
+    out = ViewRef("buf0", Layout((2, 3), (3, 1)), torch.float32)
+    checker.values, checker.last_step = {"flash": (out, None, 7, 9)}, {}
+    data = torch.arange(6.0)
+    got = checker._live_value("flash", {local("buf0"): data}, frozenset(), 0)
+    assert torch.equal(got[0], data.view(2, 3)) and got[1:] == (None, 7, 9)

@@ -174,8 +174,10 @@ class KernelChecker:
         value = self.values.get(name, _MISSING)
 
         def read(v: Any) -> Any:
-            if v is None:
-                return None
+            if not isinstance(v, ViewRef):
+                # None, or a Python number among an extern's results: flash attention's (out, lse,
+                # cum_seq_q, cum_seq_k, max_q, max_k, ...) holds two ints (Swin bf16 on CUDA).
+                return v
             if v.buffer in written or not isinstance(scope.get(local(v.buffer)), torch.Tensor):
                 return _MISSING
             if self.last_step.get(v.buffer, step) < step:
