@@ -60,6 +60,18 @@ def test_index_width_follows_the_number_of_elements(elements, width):
     assert counters and set(counters) == {"int64_t"}, c.source
 
 
+@pytest.mark.parametrize("rows,width", [(2**22 + 1, "int64"), (64, "int32")])
+def test_cpp_compares_positions_in_int32_only_where_every_index_fits(rows, width):
+    # A cat's `x1 < 512` in int32 saves AVX2 the shuffles of 64-bit masks; cast down only where the
+    # plan found every index value below 2**31 (4 Gi elements here: every offset needs int64).
+    (c,), _ = _generated(lambda a, b: torch.cat((a, b), -1) + 1, ((rows, 512), torch.int8),
+                         ((rows, 512), torch.int8), backend="cpp")
+    assert f"// index: {width}" in c.source
+    narrowed = "(static_cast<int32_t>(x1) < 512)" in c.source
+    assert narrowed == (width == "int32"), c.source
+    assert ("static_cast<int64_t>(512LL)" in c.source) == (width == "int64"), c.source
+
+
 def test_a_small_view_far_into_a_big_tensor_indexes_in_int64():
     # 1000 elements, but at an offset past 2**31: the offset, not the element count, decides
     (t,), _ = _generated(lambda x: x[2**31:2**31 + 1000] * 2, ((BIG,), torch.int8), backend="triton")

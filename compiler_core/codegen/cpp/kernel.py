@@ -7,6 +7,7 @@ inside, each phase of the plan is one pass over the row's reduction variables.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Callable
 
@@ -73,9 +74,10 @@ class CppPrinter(CSEPrinter):
     `fc::or_zeros` (no branch; prelude.py says why GCC needs it), and every `where` is a blend
     (`fc::select`)."""
 
-    def __init__(self, inner: str | None = None, inner_size: int = 0) -> None:
+    def __init__(self, inner: str | None = None, inner_size: int = 0, narrow: bool = False) -> None:
         super().__init__(lambda name, text, value: f"auto {name} = {text};", prefix="t")
         self.inner, self.inner_size = inner, inner_size
+        self.narrow = narrow  # comparisons of positions with numbers in int32 (see _narrow_comparison)
         self._varies: dict[int, tuple[Value, bool]] = {}
 
     def loop_body(self, inner: str, inner_size) -> "CppPrinter":
@@ -137,6 +139,13 @@ class CppPrinter(CSEPrinter):
                     f"{str(t.wrap).lower()})")
         return f"fc::checked_position(static_cast<int64_t>({value}), {size}, {t.error}, {str(t.wrap).lower()})"
 
+    def render(self, value: Value) -> str:
+        if self.narrow and isinstance(value, Op) and value.op in _COMPARISONS:
+            narrow = _narrow_comparison(value)
+            if narrow is not None:
+                return narrow
+        return super().render(value)
+
     def constant(self, v: Constant) -> str:
         return cpp_literal(v.value, v.dtype)
 
@@ -184,6 +193,37 @@ class CppPrinter(CSEPrinter):
             operands = [a if i == 1 else f"static_cast<{t}>({a})" for i, a in enumerate(args)]
             return f"fc::recurrence<{t}>({', '.join(operands)})"
         raise NotImplementedError(f"C++ codegen has no primitive {name!r}")
+
+
+_COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
+_INT32 = (-(2**31), 2**31 - 1)
+
+
+def _narrow_comparison(v: Op) -> str | None:
+    """A position compared with a number (a cat's or pad's `x0 < 256`) as int32 arithmetic, or None.
+
+    Index values are int64 (torch's index dtype), and a vectorised int64 comparison costs AVX2 a
+    compare per four lanes plus the shuffles that narrow its mask to float lanes: a column sum over a
+    cat (a qkv bias's gradient) spent most of its time there, 1.5x the time with int32 compares. Only
+    in a kernel whose every index value fits int32 (the plan's index width), where the cast is exact."""
+    sides = []
+    for a in v.args:
+        if isinstance(a, IndexValue) and a.dtype in (torch.int32, torch.int64):
+            sides.append(f"static_cast<int32_t>({a.index.render(div='/')})")
+        elif (isinstance(a, Constant) and a.dtype in (torch.int32, torch.int64) and type(a.value) is int
+              and _INT32[0] <= a.value <= _INT32[1]):
+            sides.append(str(a.value))
+        else:
+            return None
+    if not any(isinstance(a, IndexValue) for a in v.args):
+        return None
+    return f"({sides[0]} {_BINARY_INFIX[v.op]} {sides[1]})"
+
+
+def _narrow(plan: KernelPlan) -> bool:
+    """Whether every index value of `plan` fits int32 at any size it may run at (static sizes only:
+    a symbolic kernel's int32 choice holds for the sizes it was compiled for, guarded elsewhere)."""
+    return plan.index_dtype == "int32" and not is_symbolic(plan.largest_offset)
 
 
 def _depends_on(v: Value, inner: str | None) -> bool:
@@ -266,7 +306,7 @@ def generate_cpp_kernel(plan: KernelPlan, aliased: frozenset[str] = frozenset())
     if aliased and (plan.is_reduction or plan.scatters):
         raise ValueError(f"{plan.name}: only pointwise kernels write an input in place")
     if plan.scatters:
-        body = scatter_body(plan, CppPrinter(), store_statement, stored_value)
+        body = scatter_body(plan, CppPrinter(narrow=_narrow(plan)), store_statement, stored_value)
     elif plan.segments:
         body = _segmented_body(plan, stores_last=bool(aliased))
     elif plan.is_reduction and plan.columns and len(plan.space.x) == 1:
@@ -317,12 +357,12 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     Steps never read what their kernel stores (in-kernel producers are inlined), so moving the
     stores to the end of the iteration changes no value."""
     names = [f"x{i}" for i in range(len(plan.space.x))]
-    outer = CppPrinter()  # the scope around the innermost loop (with two or more loops)
+    outer = CppPrinter(narrow=_narrow(plan))  # the scope around the innermost loop (with two or more loops)
     if len(names) >= 2 and decide(plan.space.x[-1] > 0):
         for step in plan.steps:
             outer.origins = step.origins
             _hoist_row_invariants(outer, step.value, frozenset(names[-1:]))
-    printer = outer.loop_body(names[-1], plan.space.x[-1]) if names else CppPrinter()
+    printer = outer.loop_body(names[-1], plan.space.x[-1]) if names else CppPrinter(narrow=_narrow(plan))
     stores = []
     for step in plan.steps:
         printer.origins = step.origins
@@ -492,7 +532,7 @@ def _replace(value: Value, table: dict[Value, Value]) -> Value:
 def _reduction_body(plan: KernelPlan) -> list[str]:
     xnames = [f"x{i}" for i in range(len(plan.space.x))]
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
-    row = CppPrinter()
+    row = CppPrinter(narrow=_narrow(plan))
     r_vars = frozenset(rnames)
     phases = plan.phases()
     cached = _row_cached_expressions(plan, phases)
@@ -670,11 +710,52 @@ def _operand(size) -> str:
     return f"({c_expr(size)})" if is_symbolic(size) else str(size)
 
 
+def _block_uniform(block: int) -> Callable[[Value], Value]:
+    """A transform of values: a comparison of the column x0 (plus a constant) with a number that cuts the
+    columns at a multiple of `block` compares the block's first column xb instead.
+
+    Blocks start at multiples of `block`, so no block straddles such a cut and both comparisons agree
+    on every column; xb's does not change along the block, so a cat along the columns (the gradient
+    of a qkv split, summed for the bias) reads each input unmasked (fc::or_zeros) instead of three
+    masked loads per element."""
+
+    def cut(v: Op) -> int | None:
+        index, number = v.args
+        if not (isinstance(index, IndexValue) and isinstance(number, Constant) and type(number.value) is int
+                and index.index.terms == ((Var("x0"), 1),) and type(index.index.const) is int):
+            return None
+        # x < c and x >= c change value at c; x <= c and x > c at c + 1
+        return number.value - index.index.const + (1 if v.op in ("le", "gt") else 0)
+
+    def transform(v: Value, recurse: Callable[[Value], Value]) -> Value:
+        if isinstance(v, Op):
+            if v.op in ("lt", "le", "gt", "ge") and (at := cut(v)) is not None and at % block == 0:
+                index = v.args[0]
+                shifted = IndexValue(Index(((Var("xb"), 1),), index.index.const), index.dtype)
+                return Op(v.op, (shifted, v.args[1]), v.dtype, v.origins)
+            args = tuple(recurse(a) for a in v.args)
+            return v if all(new is old for new, old in zip(args, v.args)) else Op(v.op, args, v.dtype, v.origins)
+        if isinstance(v, Cast):
+            arg = recurse(v.arg)
+            return v if arg is v.arg else Cast(arg, v.dtype, v.origins)
+        if isinstance(v, Load) and v.mask is not None:
+            mask = recurse(v.mask)
+            return v if mask is v.mask else dataclasses.replace(v, mask=mask)
+        return v
+
+    return _memoized(transform)
+
+
 def _column_reduction_body(plan: KernelPlan) -> list[str]:
     (xnumel,) = plan.space.x
     rnames = [f"r{i}" for i in range(len(plan.space.r))]
     block = COLUMN_BLOCK if is_symbolic(xnumel) else min(COLUMN_BLOCK, xnumel)  # the last block: std::min
-    root = _ColumnPrinter()
+    root = _ColumnPrinter(narrow=_narrow(plan))
+    if not is_symbolic(xnumel):
+        # x0 is the vectorised variable: a load under a mask that holds for the whole block (a row's,
+        # or a block-aligned cat's, below) reads fc::or_zeros, no masked load.
+        root.inner, root.inner_size = "x0", xnumel
+    uniform = _block_uniform(block) if not is_symbolic(xnumel) else (lambda v: v)
     body: list[str] = []
 
     def over_columns(printer: CppPrinter, simd: bool = True) -> list[str]:
@@ -689,7 +770,7 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
             step = steps[0]
             inner = root.child()
             inner.origins = step.origins
-            inner.lines.append(inner.mark(store_statement(step, inner.emit(step.value))))
+            inner.lines.append(inner.mark(store_statement(step, inner.emit(uniform(step.value)))))
             body += over_columns(inner)
             continue
         reductions = [s for s in steps if s.reduction_type]
@@ -715,7 +796,7 @@ def _column_reduction_body(plan: KernelPlan) -> list[str]:
             body += over_columns(init)
         for s in steps:
             inner.origins = s.origins
-            name = inner.emit(s.value)
+            name = inner.emit(uniform(s.value))
             if s in compensated:
                 acc, comp = f"acc_{s.node}[j]", f"comp_{s.node}[j]"
                 t = register_type(s.value.dtype)
