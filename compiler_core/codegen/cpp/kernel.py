@@ -410,6 +410,18 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
 MAX_BANDS = 4
 
 
+def _comparison_cut(v: Value, var: str) -> int | None:
+    """Where `v`, a comparison of the loop variable `var` (plus a constant) with a number, changes value
+    along `var`; None for any other value. x < c and x >= c change at c, x <= c and x > c at c + 1."""
+    if not (isinstance(v, Op) and v.op in ("lt", "le", "gt", "ge") and isinstance(v.args[0], IndexValue)
+            and isinstance(v.args[1], Constant) and type(v.args[1].value) is int):
+        return None
+    index = v.args[0].index
+    if index.terms != ((Var(var), 1),) or type(index.const) is not int:
+        return None
+    return v.args[1].value - index.const + (1 if v.op in ("le", "gt") else 0)
+
+
 def _bands(values: list[Value], inner: str, size: int) -> list[tuple[int, int]] | None:
     """The innermost loop cut where a comparison of its variable with a number changes value, so that
     every such comparison is constant in each piece: None where nothing cuts (or too much would).
@@ -423,15 +435,8 @@ def _bands(values: list[Value], inner: str, size: int) -> list[tuple[int, int]] 
     cuts = set()
     for value in values:
         for v in walk(value):
-            if not (isinstance(v, Op) and v.op in ("lt", "le", "gt", "ge") and isinstance(v.args[0], IndexValue)
-                    and isinstance(v.args[1], Constant) and type(v.args[1].value) is int):
-                continue
-            index = v.args[0].index
-            if index.terms != ((Var(inner), 1),) or type(index.const) is not int:
-                continue
-            # x < c and x >= c change value at c; x <= c and x > c at c + 1
-            cut = v.args[1].value - index.const + (1 if v.op in ("le", "gt") else 0)
-            if 0 < cut < size:
+            cut = _comparison_cut(v, inner)
+            if cut is not None and 0 < cut < size:
                 cuts.add(cut)
     if not cuts or len(cuts) >= MAX_BANDS:
         return None
@@ -719,17 +724,9 @@ def _block_uniform(block: int) -> Callable[[Value], Value]:
     of a qkv split, summed for the bias) reads each input unmasked (fc::or_zeros) instead of three
     masked loads per element."""
 
-    def cut(v: Op) -> int | None:
-        index, number = v.args
-        if not (isinstance(index, IndexValue) and isinstance(number, Constant) and type(number.value) is int
-                and index.index.terms == ((Var("x0"), 1),) and type(index.index.const) is int):
-            return None
-        # x < c and x >= c change value at c; x <= c and x > c at c + 1
-        return number.value - index.index.const + (1 if v.op in ("le", "gt") else 0)
-
     def transform(v: Value, recurse: Callable[[Value], Value]) -> Value:
         if isinstance(v, Op):
-            if v.op in ("lt", "le", "gt", "ge") and (at := cut(v)) is not None and at % block == 0:
+            if (at := _comparison_cut(v, "x0")) is not None and at % block == 0:
                 index = v.args[0]
                 shifted = IndexValue(Index(((Var("xb"), 1),), index.index.const), index.dtype)
                 return Op(v.op, (shifted, v.args[1]), v.dtype, v.origins)
