@@ -521,17 +521,24 @@ def _replace(value: Value, table: dict[Value, Value]) -> Value:
         return value
 
     def transform(v: Value, recurse: Callable[[Value], Value]) -> Value:
-        if v in table:
-            return table[v]
-        if isinstance(v, Op):
-            args = tuple(recurse(a) for a in v.args)
-            return v if all(new is old for new, old in zip(args, v.args)) else Op(v.op, args, v.dtype, v.origins)
-        if isinstance(v, Cast):
-            arg = recurse(v.arg)
-            return v if arg is v.arg else Cast(arg, v.dtype, v.origins)
-        return v
+        return table[v] if v in table else _rebuilt(v, recurse)
 
     return _memoized(transform)(value)
+
+
+def _rebuilt(v: Value, recurse: Callable[[Value], Value], masks: bool = False) -> Value:
+    """`v` with its operands (and with `masks`, a load's mask) passed through `recurse`: `v` itself where
+    none changed, so a rewrite keeps the sharing of the subtrees it leaves alone."""
+    if isinstance(v, Op):
+        args = tuple(recurse(a) for a in v.args)
+        return v if all(new is old for new, old in zip(args, v.args)) else Op(v.op, args, v.dtype, v.origins)
+    if isinstance(v, Cast):
+        arg = recurse(v.arg)
+        return v if arg is v.arg else Cast(arg, v.dtype, v.origins)
+    if masks and isinstance(v, Load) and v.mask is not None:
+        mask = recurse(v.mask)
+        return v if mask is v.mask else dataclasses.replace(v, mask=mask)
+    return v
 
 
 def _reduction_body(plan: KernelPlan) -> list[str]:
@@ -725,20 +732,11 @@ def _block_uniform(block: int) -> Callable[[Value], Value]:
     masked loads per element."""
 
     def transform(v: Value, recurse: Callable[[Value], Value]) -> Value:
-        if isinstance(v, Op):
-            if (at := _comparison_cut(v, "x0")) is not None and at % block == 0:
-                index = v.args[0]
-                shifted = IndexValue(Index(((Var("xb"), 1),), index.index.const), index.dtype)
-                return Op(v.op, (shifted, v.args[1]), v.dtype, v.origins)
-            args = tuple(recurse(a) for a in v.args)
-            return v if all(new is old for new, old in zip(args, v.args)) else Op(v.op, args, v.dtype, v.origins)
-        if isinstance(v, Cast):
-            arg = recurse(v.arg)
-            return v if arg is v.arg else Cast(arg, v.dtype, v.origins)
-        if isinstance(v, Load) and v.mask is not None:
-            mask = recurse(v.mask)
-            return v if mask is v.mask else dataclasses.replace(v, mask=mask)
-        return v
+        if isinstance(v, Op) and (at := _comparison_cut(v, "x0")) is not None and at % block == 0:
+            index = v.args[0]
+            shifted = IndexValue(Index(((Var("xb"), 1),), index.index.const), index.dtype)
+            return Op(v.op, (shifted, v.args[1]), v.dtype, v.origins)
+        return _rebuilt(v, recurse, masks=True)
 
     return _memoized(transform)
 
