@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 import compiler_core as cc
-from compiler_core.decomp.pairwise import MM_ABOVE_ROWS, PDIST_MAX_ROWS, pair_rows
+from compiler_core.decomp.pairwise import MM_ABOVE_ROWS, PDIST_MAX_ROWS, pair_rows, pairs_at
 
 g = torch.Generator().manual_seed(0)
 X1, X2 = torch.randn(2, MM_ABOVE_ROWS + 5, 5, generator=g), torch.randn(2, 7, 5, generator=g)
@@ -50,15 +50,23 @@ def test_pairwise_products_and_distances_match_eager(name, backend):
 
 
 def test_pdist_pairs_come_in_atens_order():
-    """Pair k's rows, from a square root in float64, are triu_indices' for every size up to 400, and
-    stay integers in range at PDIST_MAX_ROWS."""
+    """Pair k's rows, from a square root in float64, are triu_indices' for every size up to 400, and at
+    PDIST_MAX_ROWS every row's boundary pairs are."""
     for rows in range(2, 400):
         i, j = pair_rows(rows)
         expected_i, expected_j = torch.triu_indices(rows, rows, 1)
         assert torch.equal(i, expected_i) and torch.equal(j, expected_j), rows
-    i, j = pair_rows(PDIST_MAX_ROWS)
-    assert bool(((i < j) & (j < PDIST_MAX_ROWS)).all()) and int(i[-1]) == PDIST_MAX_ROWS - 2
-    assert torch.equal(torch.bincount(i), torch.arange(PDIST_MAX_ROWS - 1, 0, -1))  # n-1-i pairs start at i
+    # At PDIST_MAX_ROWS (134 million pairs, too many to list in a test): every row's first, second and
+    # last pair, where a square root rounded the wrong way would first put a pair on the wrong row.
+    n = PDIST_MAX_ROWS
+    row = torch.arange(n - 1)
+    first = row * (2 * n - row - 1) // 2
+    last = first + (n - 2 - row)
+    assert int(last[-1]) == n * (n - 1) // 2 - 1
+    k = torch.cat([first, first[:-1] + 1, last])
+    i, j = pairs_at(k.to(torch.float64), n)
+    assert torch.equal(i, torch.cat([row, row[:-1], row]))
+    assert torch.equal(j, torch.cat([row + 1, row[:-1] + 2, torch.full_like(row, n - 1)]))
 
 
 def test_cdist_trains_with_atens_backward():

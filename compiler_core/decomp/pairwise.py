@@ -100,7 +100,11 @@ def pdist_forward(x: torch.Tensor, p: float = 2.0):
 
 def pair_rows(rows: int, device: torch.device | str = "cpu") -> tuple[torch.Tensor, torch.Tensor]:
     """(i, j) of every pair i < j in row-major order, as int64 tensors: ATen's pdist order."""
-    k = torch.arange(rows * (rows - 1) // 2, device=device, dtype=torch.float64)
+    return pairs_at(torch.arange(rows * (rows - 1) // 2, device=device, dtype=torch.float64), rows)
+
+
+def pairs_at(k: torch.Tensor, rows: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(i, j) of pair number k (float64) among `rows` rows, in pair_rows' order."""
     # Pairs (0,1) .. (0,n-1), (1,2) ..: row i starts at k = i (2n - i - 1) / 2; invert that quadratic.
     span = 2 * rows - 1
     i = torch.floor((span - torch.sqrt(span * span - 8 * k)) / 2)
