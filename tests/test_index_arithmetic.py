@@ -7,6 +7,7 @@ vanished from a modulo, so a padded producer read the wrong channel (a silent wr
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 
@@ -23,8 +24,13 @@ SYMBOL_VALUES = [{S1: a, S2: b} for a, b in [(1, 1), (2, 3), (5, 2), (13, 7)]]
 
 
 def _number(size, symbols: dict) -> int:
-    value = sympy.sympify(size).subs(symbols)
-    assert value.is_Integer, f"{size} is not an integer at {symbols}: {value}"
+    return _number_at(size, tuple(symbols.items()))
+
+
+@functools.lru_cache(maxsize=None)  # the same few sizes at the same few values, thousands of times
+def _number_at(size, symbols: tuple) -> int:
+    value = sympy.sympify(size).subs(dict(symbols))
+    assert value.is_Integer, f"{size} is not an integer at {dict(symbols)}: {value}"
     return int(value)
 
 
