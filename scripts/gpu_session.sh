@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # One device-tool call that runs the GPU stages a session asks for, each under its own time limit,
 # writing full logs under $OUT and a short summary last. Stages (environment variables):
-#   GPU_TESTS=1                      the -m gpu tests (GPU_TEST_FILES below)
+#   GPU_TESTS=1 GPU_ARGS=-v          the -m gpu tests (GPU_TEST_FILES below, or as given)
+#   PROBE="python3 scripts/x.py" PROBE_T=120   one more command, its output in probe.txt
 #   TESTS="tests/test_call_path.py ..." TESTS_T=300   whole test files (CPU tests too) under the image's torch
 #   OPINFO=native,complex64 OPINFO_T=300   tests/opinfo_sweep.py --device cuda: the CPU's native set (fp32),
 #                                    and/or every op with complex64 samples
@@ -13,6 +14,8 @@
 #   PROFILE=gpt_block,mlp_train_step PROFILE_T=200   scripts/profile_workload.py, kernel by kernel
 #   DECODE=1 DECODE_T=300 DECODE_ONLY=position_cache_attention   scripts/decode_bench.py --device cuda: one
 #                                    generated token, KV caches (all rows by default)
+#   DPROF=dynamic DPROF_STEPS=20 DPROF_T=150   scripts/profile_decode_host.py --kernels for ours, then Inductor:
+#                                    host profile, synchronized step time and the device's kernels
 #   FUZZ=1 FUZZ_SEEDS=0-149 FUZZ_ARGS=--train FUZZ_T=200   tests/fuzz_programs.py --device cuda (random programs)
 set -uo pipefail
 out=${OUT:-build/gpu}
@@ -30,9 +33,11 @@ stage() {  # stage NAME SECONDS COMMAND...
   echo "# $name rc=$? ${SECONDS}s-${t0}s" >> "$out/$name.txt"
   { echo "== $name (rc in log tail)"; grep -E "passed|failed|^[a-z_0-9]+ +(float|bfloat|fp|bf|eager)|ERROR|rc=|MISMATCH|RAISES|ok=[0-9]+$|^fell" "$out/$name.txt" | tail -40; } >> "$summary"
 }
-GPU_TEST_FILES="tests/test_numerics.py tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py tests/test_integer_ops.py"
+GPU_TEST_FILES="${GPU_TEST_FILES:-tests/test_numerics.py tests/test_gpu.py tests/test_views_gpu.py tests/test_symbolic.py tests/test_complex_gpu.py tests/test_model_ops.py tests/test_accumulate.py tests/test_integer_ops.py}"
 # shellcheck disable=SC2086
-[ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu $GPU_TEST_FILES -q -p no:cacheprovider -p no:logging
+[ -n "${GPU_TESTS:-}" ] && stage gpu-tests "${GPU_T:-300}" python3 -m pytest -m gpu $GPU_TEST_FILES ${GPU_ARGS:--q} -p no:cacheprovider -p no:logging
+# shellcheck disable=SC2086
+[ -n "${PROBE:-}" ] && stage probe "${PROBE_T:-120}" $PROBE
 # shellcheck disable=SC2086
 [ -n "${TESTS:-}" ] && stage tests "${TESTS_T:-300}" python3 -m pytest $TESTS -q -p no:cacheprovider -p no:logging
 OPINFO=${OPINFO:-}
@@ -51,6 +56,11 @@ done
 [ -n "${BENCH:-}" ] && stage bench "${BENCH_T:-300}" python3 -m compiler_core.bench --device cuda --json "$out/bench-cuda.json" ${BENCH_ONLY:+--only "$BENCH_ONLY"}
 [ -n "${FUZZ:-}" ] && stage fuzz "${FUZZ_T:-200}" python3 tests/fuzz_programs.py --device cuda --seeds "${FUZZ_SEEDS:-0-149}" --lines 14 ${FUZZ_ARGS:-}
 [ -n "${DECODE:-}" ] && stage decode "${DECODE_T:-300}" python3 scripts/decode_bench.py --device cuda --json "$out/decode-cuda.json" ${DECODE_ONLY:+--only "$DECODE_ONLY"}
+for contender in ${DPROF:+ours inductor}; do
+  stage "dprof-$DPROF-$contender" "${DPROF_T:-150}" python3 scripts/profile_decode_host.py --device cuda \
+    --row "$DPROF" --steps "${DPROF_STEPS:-20}" --contender "$contender" --kernels
+  grep -E " ms a step" "$out/dprof-$DPROF-$contender.txt" >> "$summary"
+done
 if [ -n "${PROFILE:-}" ]; then
   for w in ${PROFILE//,/ }; do
     stage "profile-$w" "${PROFILE_T:-200}" python3 scripts/profile_workload.py "$w" --device cuda
