@@ -13,9 +13,9 @@ launches some 30 kernels, so a `gpt_block` step spent more time launching than i
 What keeps this correct: Triton compiles one binary per *specialization* — each tensor's dtype and
 whether its address is 16-byte aligned, each integer's value class (1, divisible by 16) — so the binary
 of one launch is reused only for a launch with the same key, computed here from the same properties
-(integers by their width and class, the launch's meta-parameters by value, which is stricter). Any other launch goes through
-Triton's JIT path, as does every launch while a launch hook is set (a profiler) and every launch on a
-Triton older than 3.3, whose binaries take the arguments in another order.
+(integers by their width and class, the launch's meta-parameters by value, which is stricter). Any other
+launch goes through Triton's JIT path, as does every launch while a launch hook is set (a profiler) and
+every launch on a Triton older than 3.3, whose binaries take the arguments in another order.
 
 The leanest path, where torch has its C++ launcher for Triton binaries (`torch._C._StaticCudaLauncher`,
 which Inductor launches through): a launch site whose arguments are all tensors, all 16-byte aligned,
