@@ -276,11 +276,13 @@ def test_complex_sigmoid_and_reciprocal_keep_eagers_zeros_and_edges(backend):
     """sigmoid(z) = 1 / (1 + exp(-z)) as ATen computes it, and the reciprocal (c10's division of 1 by
     z) with eager's signs of zero (1 / (2 + 0i) is 0.5 + 0i: the real dividend promoted to 1 + 0i;
     ours gave -0i before). Near sigmoid's poles (z = i pi) eager's float32 value is less accurate than
-    ours (exp in float64 first), so random complex64 values compare as complex numbers."""
+    ours (exp in float64 first), so random complex64 values are judged against complex128: ours within
+    assert_close's tolerance of it, or no further off than eager's (seed 0 holds w = -0.02 - 3.16i, where
+    eager's float32 value is 9.9e-5 off and ours 4.2e-5; unseeded, one run in ~40 failed here)."""
     edges = [0.0, -0.0, 1.0, -1.0, 0.5, 3.0, 40.0, -40.0, 100.0, -100.0, 800.0, float("inf"), -float("inf"),
              float("nan")]
     z = torch.tensor([complex(a, b) for a in edges for b in edges], dtype=torch.complex128)
-    w = torch.randn(257, dtype=torch.complex64) * 2
+    w = torch.randn(257, dtype=torch.complex64, generator=torch.Generator().manual_seed(0)) * 2
 
     def fn(z, w):
         return torch.sigmoid(z), torch.reciprocal(z), torch.sigmoid(w)
@@ -291,7 +293,10 @@ def test_complex_sigmoid_and_reciprocal_keep_eagers_zeros_and_edges(backend):
         g, e = torch.view_as_real(g), torch.view_as_real(e)
         torch.testing.assert_close(g, e, rtol=1e-12, atol=0, equal_nan=True)
         assert torch.equal(g.signbit() | g.isnan(), e.signbit() | e.isnan())
-    torch.testing.assert_close(got[2], want[2])
+    exact = torch.sigmoid(w.to(torch.complex128))
+    ours_off = (got[2].cpu().to(torch.complex128) - exact).abs()
+    eager_off = (want[2].cpu().to(torch.complex128) - exact).abs()
+    assert bool((ours_off <= torch.maximum(1e-5 + 1.3e-6 * exact.abs(), eager_off)).all())
     _all_ours(compiled.session)
 
 

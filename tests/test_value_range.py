@@ -7,7 +7,7 @@ import itertools
 import torch
 
 from compiler_core.ir.index import Index
-from compiler_core.ir.value_range import value_range
+from compiler_core.ir.value_range import magnitude_range, value_range
 from compiler_core.ir.values import Cast, Constant, IndexValue, Load, Op
 
 F32, I64 = torch.float32, torch.int64
@@ -114,3 +114,31 @@ def test_products_of_signed_intervals():
     got = value_range(_op("mul", a, b, dtype=I64), {"x0": 4, "x1": 5})
     taken = [(p - 2) * (q - 1) for p, q in itertools.product(range(4), range(5))]
     assert got == (min(taken), max(taken))
+
+
+def test_magnitude_ranges_allow_nan_and_bound_what_sin_cos_tanh_and_sigmoid_return():
+    """The C++ backend picks its faster sine where the argument's magnitude range (NaN allowed) stays
+    small. A float load is anything; sin of it is in [-1, 1] or NaN, and so on up the tree. A NaN turned
+    into an integer is any integer: no range."""
+    x = Load("x", Index.var("x0"), F32)
+    chain = x
+    for _ in range(3):  # the bench's tiny_chain: sin(x) * 1.01 + 0.1, three times
+        chain = _op("add", _op("mul", _op("sin", chain), _c(1.01)), _c(0.1))
+    assert value_range(chain, {"x0": 4}) is None  # NaN possible: nothing claimed there
+    lo, hi = magnitude_range({})(chain)
+    assert lo <= -0.91 and hi >= 1.11 and hi < 1.2  # widened past the rounding, no further
+    assert magnitude_range({})(_op("sigmoid", x))[0] <= 0.0
+    tanh_scaled = _op("mul", _op("tanh", x), _c(3e4))
+    assert 3e4 <= magnitude_range({})(tanh_scaled)[1] < 3.01e4
+    assert magnitude_range({})(x) is None and magnitude_range({})(_op("exp", _op("sin", x))) is None
+    assert magnitude_range({})(Cast(_op("sin", x), I64)) is None
+    assert magnitude_range({})(Cast(_op("sin", x), torch.bool)) == (0.0, 1.0)
+    divided = _op("truediv", _c(1.0), _op("sin", x))  # a divisor that may be zero: may be infinite
+    assert magnitude_range({})(divided) is None
+    # NaN really flows through these: the claim holds for every element that is not NaN
+    values = torch.tensor([float("nan"), 2.0, -1e30, float("inf")])
+    taken = (values.sin() * 1.01 + 0.1).sin() * 1.01 + 0.1
+    finite = taken[~taken.isnan()]
+    lo, hi = magnitude_range({})(_op("add", _op("mul", _op("sin", _op("add", _op("mul", _op("sin", x), _c(1.01)),
+                                                                      _c(0.1))), _c(1.01)), _c(0.1)))
+    assert taken.isnan().sum() == 2 and bool(((lo <= finite) & (finite <= hi)).all())

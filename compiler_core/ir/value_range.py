@@ -13,12 +13,16 @@ error, so the interval still contains what the hardware computes. A leaf whose v
 Every interval is finite, so no value in a proven tree is NaN or infinite.
 
     value_range(value, {"x0": 224})   # (0.0, 55.0), or None
+
+`magnitude_range` asks less: an interval for the elements that are not NaN, where NaN may occur. sin,
+cos, tanh and sigmoid bound any argument that way, so `sin(sin(x) * 1.01 + 0.1)` has its argument in
+[-0.91, 1.11] whatever x is: the C++ backend then skips the large-argument reduction of that sine.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Callable, Optional
 
 import torch
 
@@ -42,7 +46,17 @@ def value_range(value: Value, ranges: dict[str, int]) -> Optional[Interval]:
     return _memoized(lambda v, recurse: _range(v, recurse, ranges))(value)
 
 
-def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
+def magnitude_range(ranges: dict[str, int]) -> Callable[[Value], Optional[Interval]]:
+    """A function giving for a value an interval that holds its every element but NaN (NaN allowed,
+    infinities not), or None; it remembers what it has seen, so one per kernel serves all its values."""
+    return _memoized(lambda v, recurse: _range(v, recurse, ranges, nan=True))
+
+
+# Bounded whatever their argument, NaN aside (the NaN of a NaN argument).
+_BOUNDED_FUNCTIONS = {"sin": (-1.0, 1.0), "cos": (-1.0, 1.0), "tanh": (-1.0, 1.0), "sigmoid": (0.0, 1.0)}
+
+
+def _range(v: Value, recurse, ranges: dict[str, int], nan: bool = False) -> Optional[Interval]:
     if isinstance(v, Constant):
         x = float(v.value)
         return _checked((x, x), v.dtype)
@@ -55,11 +69,15 @@ def _range(v: Value, recurse, ranges: dict[str, int]) -> Optional[Interval]:
         known = _INTEGER_LOADS.get(v.dtype)
         return None if known is None else (float(known[0]), float(known[1]))
     if isinstance(v, Cast):
+        if nan and v.arg.dtype.is_floating_point and not v.dtype.is_floating_point and v.dtype != torch.bool:
+            return None  # a NaN converted to an integer is any integer
         arg = recurse(v.arg)
         return None if arg is None else _cast(arg, v.dtype)
     if isinstance(v, Op):
         if v.op in _ALWAYS_BOOL:  # 0 or 1 whatever the operands, NaN included
             return 0.0, 1.0
+        if nan and v.op in _BOUNDED_FUNCTIONS and v.dtype.is_floating_point:
+            return _checked(_BOUNDED_FUNCTIONS[v.op], v.dtype)
         clamp = _clamp_of(v)
         if clamp is not None:  # where(x < c, c, x): at least c, as maximum(x, c) is
             name, x, c = clamp

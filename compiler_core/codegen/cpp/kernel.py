@@ -20,6 +20,7 @@ from compiler_core.codegen.origins import split_origins
 from compiler_core.ir.graph import Layout
 from compiler_core.ir.index import Index, Var, linear_index
 from compiler_core.ir.symbolic import c_expr, decide, hint, is_symbolic, symbols_in
+from compiler_core.ir.value_range import magnitude_range
 from compiler_core.ir.values import (
     Cast,
     Constant,
@@ -79,6 +80,7 @@ class CppPrinter(CSEPrinter):
         self.inner, self.inner_size = inner, inner_size
         self.narrow = narrow  # comparisons of positions with numbers in int32 (see _narrow_comparison)
         self._varies: dict[int, tuple[Value, bool]] = {}
+        self._magnitude = magnitude_range({})  # one memo for the kernel's values (sin and cos below)
 
     def loop_body(self, inner: str, inner_size) -> "CppPrinter":
         """The scope of a vectorised loop over `inner` nested in this one."""
@@ -168,6 +170,8 @@ class CppPrinter(CSEPrinter):
         name = v.op
         if name in _BINARY_INFIX:
             return f"({args[0]} {_BINARY_INFIX[name]} {args[1]})"
+        if name in ("sin", "cos") and register_type(v.dtype) == "float" and self._small_trig_argument(v.args[0]):
+            return f"fc::{name}_f32_small({args[0]})"  # the same bits as fc::{name}_f32 there (prelude)
         if name in ("erf", "exp", "tanh", "sin", "cos") and register_type(v.dtype) == "float":
             return f"fc::{name}_f32({args[0]})"  # ours: vectorised, and the same bits in every loop (prelude)
         if name in _STD_UNARY:
@@ -195,8 +199,14 @@ class CppPrinter(CSEPrinter):
         raise NotImplementedError(f"C++ codegen has no primitive {name!r}")
 
 
+    def _small_trig_argument(self, arg: Value) -> bool:
+        bounds = self._magnitude(arg)
+        return bounds is not None and max(-bounds[0], bounds[1]) <= SMALL_TRIG_ARGUMENT
+
+
 _COMPARISONS = ("eq", "ne", "lt", "le", "gt", "ge")
 _INT32 = (-(2**31), 2**31 - 1)
+SMALL_TRIG_ARGUMENT = 65536.0  # fc::SMALL_TRIG_ARGUMENT (prelude.py)
 
 
 def _narrow_comparison(v: Op) -> str | None:
@@ -350,6 +360,19 @@ def _parallel_pragma(collapse: int) -> str:
 
 
 POINTWISE_CHUNK = 4096  # elements per parallel work item of a 1-D pointwise kernel
+# A transcendental function of one float costs about as much as this many elements of loads, adds and
+# stores (2-core AMD EPYC, AVX2: a sine ~2.3 ns an element in a vector loop, an add of two 1,024-float
+# vectors ~0.15 ns), so a small kernel of many of them is worth splitting between threads: 20 sines of
+# 1,024 floats (the bench's tiny_chain) take ~50 us on one thread.
+TRANSCENDENTAL_WEIGHT = 8
+MIN_CHUNK = 64  # elements: a few vector iterations per work item at least
+
+
+def _pointwise_work(plan: KernelPlan) -> int:
+    """The kernel's work in element-sized units: elements times (1 + TRANSCENDENTAL_WEIGHT per
+    transcendental function computed for each)."""
+    functions = sum(1 for step in plan.steps for v in walk(step.value) if isinstance(v, Op) and v.op in _EXPENSIVE)
+    return hint(plan.xnumel) * (1 + TRANSCENDENTAL_WEIGHT * functions)
 
 
 def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
@@ -373,16 +396,22 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     printer.lines += stores
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
-    parallel = hint(plan.xnumel) >= PARALLEL_MIN_ELEMENTS  # speed only: the example's sizes decide
+    # speed only: the example's sizes decide
+    outer_elements = hint(plan.xnumel) // max(hint(plan.space.x[-1]), 1)
+    parallel = hint(plan.xnumel) >= PARALLEL_MIN_ELEMENTS or (
+        _pointwise_work(plan) >= PARALLEL_MIN_ELEMENTS and (len(names) == 1 or outer_elements > 1))
     out = []
     if len(names) == 1:
         # Parallel over chunks, vectorised within one: `parallel for simd` on one loop stops GCC
         # from vectorising bodies with many math calls.
         if parallel:
             n = c_expr(plan.space.x[0])
+            chunk = POINTWISE_CHUNK  # a kernel parallel for its work alone: a sixteenth of it, at least
+            if hint(plan.xnumel) < PARALLEL_MIN_ELEMENTS:
+                chunk = max(MIN_CHUNK, -(-hint(plan.xnumel) // (16 * MIN_CHUNK)) * MIN_CHUNK)
             out += [_parallel_pragma(1),
-                    f"for (int64_t chunk = 0; chunk < {n}; chunk += {POINTWISE_CHUNK}) {{",
-                    f"    const int64_t chunk_end = std::min<int64_t>(chunk + {POINTWISE_CHUNK}, {n});",
+                    f"for (int64_t chunk = 0; chunk < {n}; chunk += {chunk}) {{",
+                    f"    const int64_t chunk_end = std::min<int64_t>(chunk + {chunk}, {n});",
                     "    #pragma omp simd",
                     "    for (int64_t x0 = chunk; x0 < chunk_end; x0++) {"]
             out += ["        " + ln for ln in printer.lines]
