@@ -98,3 +98,35 @@ def test_a_max_that_depends_on_the_sizes_prints_the_example_calls_winner_and_kee
 def test_a_max_outside_a_compilation_is_refused_not_guessed():
     with pytest.raises(symbolic.NotSymbolic):
         symbolic.python_expr(sympy.Max(1, s0 - 3))
+
+
+def test_a_bound_covers_another_only_where_it_is_at_least_as_large_at_every_size():
+    """symbolic._covers decides which int32 bounds a graph keeps as guards: a yes drops a guard, so it
+    must hold at every size; a no only keeps one more. Its quick answers (a size at which the difference
+    is negative; a difference that grows with every size) are checked against a grid of sizes, on
+    random polynomials of the shape index bounds have."""
+    import itertools
+    import random
+
+    import sympy
+
+    from compiler_core.ir.symbolic import _covers
+
+    a, b, c = sympy.symbols("s0 s1 s2", positive=True, integer=True)
+    big = 16777216
+    assert _covers(64 * a * b + big, 32 * a * b + big)
+    assert not _covers(64 * a * b + big, 64 * b * c + big)  # c large: only a size of 2^40 shows it
+    assert not _covers(63 * a * b, 97)  # negative at the smallest sizes (0 without a ShapeEnv)
+    pad = sympy.Symbol("s3", integer=True)  # a pad amount: any integer, negative too
+    assert not _covers(64 * a + pad, 32 * a) and _covers(64 * a + pad, 32 * a + pad)
+    rng = random.Random(0)
+    monomials = [sympy.Integer(1), a, b, c, a * b, b * c, a * b * c, a**2]
+    yes = 0
+    for _ in range(300):
+        top, bound = (sum(rng.choice([0, 0, 1, 2, 32, 64, -1]) * m for m in rng.sample(monomials, 3))
+                      + rng.choice([0, 97, big]) for _ in range(2))
+        if _covers(top, bound):
+            yes += 1
+            difference = sympy.lambdify((a, b, c), top - bound)
+            assert all(difference(*p) >= 0 for p in itertools.product(range(0, 40, 3), repeat=3)), (top, bound)
+    assert yes >= 20  # the check above saw enough yeses to mean something (27 of 300)

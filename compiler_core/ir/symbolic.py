@@ -213,9 +213,66 @@ def _guard_largest(bounds: list[tuple[sympy.Expr, int]]) -> None:
 
 def _covers(top: sympy.Expr, bound: sympy.Expr) -> bool:
     """Whether `top >= bound` for every size: sympy's sign of the difference (positive sizes), else
-    the ShapeEnv's ranges (its sizes are >= 2)."""
+    the ShapeEnv's ranges (its sizes are >= 2). Two cheap answers first: sizes at which the difference
+    is negative say no, and a difference that only grows with every size and is not negative at the
+    smallest sizes says yes. Most pairs of a graph's bounds are in different sizes (64*s27*s52 against
+    64*s52*s96), and the ShapeEnv took ~20 ms a pair to answer (T5's training step: 3 s of a 30 s
+    compile)."""
     difference = sympy.expand(top - bound)
+    smallest, *large = _sample_sizes(difference.free_symbols)
+    if any(_negative_at(difference, point) for point in (smallest, *large)):
+        return False
+    if _grows_with_every_size(difference):
+        return True  # its least value is at the smallest sizes, just checked
     return difference.is_nonnegative is True or known(difference >= 0)
+
+
+def _negative_at(expr: sympy.Expr, point: dict) -> bool:
+    value = sympy.sympify(expr.xreplace(point))  # a lone symbol gives back the int itself
+    try:
+        return bool(value.is_number and value.is_real and value < 0)
+    except TypeError:  # a division by a size of 0, say: no answer from this point
+        return False
+
+
+def _grows_with_every_size(expr: sympy.Expr) -> bool:
+    """Whether `expr` is a constant plus non-negative multiples of products of positive powers of
+    positive size symbols: then it does not decrease when any size grows."""
+    def monomial(term) -> bool:
+        factors = term.args if isinstance(term, sympy.Mul) else (term,)
+        return all(f.is_Symbol and f.is_positive or isinstance(f, sympy.Pow) and f.base.is_Symbol
+                   and f.base.is_positive and f.exp.is_Integer and f.exp > 0 for f in factors)
+    return all(term == 1 or (coefficient >= 0 and monomial(term))
+               for term, coefficient in expr.as_coefficients_dict().items())
+
+
+def _sample_sizes(symbols: set) -> list[dict]:
+    """Values the symbols may take, as points to try an inequality at: all at their smallest (the
+    ShapeEnv's lower bound; where it has none, 0 for a non-negative symbol, else -2^40), then each in
+    turn large (2^40, or its largest allowed) with the others smallest. A value the ShapeEnv would not
+    allow can only make `_covers` say no where yes was true: one guard more, never a wrong one."""
+    env = _SHAPE_ENV.get()
+    ranges = getattr(env, "var_to_range", {}) if env is not None else {}
+
+    def ends(symbol) -> tuple[int, int]:
+        r = ranges.get(symbol)
+        lower = _finite_int(r.lower) if r is not None else None
+        if lower is None or lower < -2**40:  # a symbol with no lower end (a pad amount): far below zero
+            lower = 0 if symbol.is_nonnegative else -2**40
+        upper = _finite_int(r.upper) if r is not None else None
+        upper = 2**40 if upper is None or upper > 2**40 else upper
+        return lower, max(upper, lower)
+
+    limits = {symbol: ends(symbol) for symbol in symbols}
+    smallest = {symbol: low for symbol, (low, _) in limits.items()}
+    return [smallest] + [{**smallest, symbol: high} for symbol, (_, high) in limits.items()]
+
+
+def _finite_int(value: Any) -> Optional[int]:
+    try:
+        return int(value)
+    except (TypeError, ValueError, AttributeError, OverflowError):  # torch's int_oo, sympy's oo
+        return None
 
 
 def known(condition: Any) -> bool:
