@@ -149,8 +149,26 @@ def hint(value: Size, values: Optional[dict[str, int]] = None) -> int:
     if values is not None:
         return int(value.xreplace({s: values[s.name] for s in value.free_symbols}))
     env = _env()
-    values = getattr(env, "backed_var_to_val", None)  # torch 2.13's name; var_to_val in 2.11
-    return int(value.xreplace(values if values is not None else env.var_to_val))
+    memo = memo_of_env("hint")
+    answer = memo.get(value)
+    if answer is None:
+        values = getattr(env, "backed_var_to_val", None)  # torch 2.13's name; var_to_val in 2.11
+        answer = memo[value] = int(value.xreplace(values if values is not None else env.var_to_val))
+    return answer
+
+
+def memo_of_env(kind: str) -> Optional[dict]:
+    """A dict kept for the current ShapeEnv (None outside a symbolic compilation), one per `kind`: for
+    answers that depend on the sizes' example values or on the guards already made, which stay
+    fixed (the values) or only grow (the guards) while the ShapeEnv lives. Deciding again what was
+    decided adds no guard, so a remembered answer is the one a new question would get."""
+    env = _SHAPE_ENV.get()
+    if env is None:
+        return None
+    return _MEMOS.setdefault(env, {}).setdefault(kind, {})
+
+
+_MEMOS: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
 def example_values() -> dict[str, int]:

@@ -21,7 +21,7 @@ import torch
 
 from compiler_core.ir.graph import Layout, LoopGraph, LoopNode
 from compiler_core.ir.index import Index, Var, bounds_static, floordiv, linear_index, mod
-from compiler_core.ir.symbolic import decide, hint, is_symbolic, known
+from compiler_core.ir.symbolic import decide, hint, is_symbolic, known, memo_of_env
 from compiler_core.ir.values import (
     Constant,
     IndexValue,
@@ -674,7 +674,13 @@ def invert_layout(producer: LoopNode, offset: Index, ranges: dict[str, int]) -> 
         # part of: Mamba's unrolled selective scan asked 19,167 of them, 980 distinct, 57 of its 85 s
         # of compile. With static sizes an inversion depends on its arguments alone.
         return dict(_inverted_static(layout, offset, tuple(sorted(ranges.items()))))
-    return _inverted(layout, offset, ranges)
+    memo = memo_of_env("inverted layouts")  # symbolic: the same questions, per shape environment
+    if memo is None:
+        return _inverted(layout, offset, ranges)
+    key = (layout, offset, tuple(sorted(ranges.items())))
+    if key not in memo:
+        memo[key] = tuple(_inverted(layout, offset, ranges).items())
+    return dict(memo[key])
 
 
 @functools.lru_cache(maxsize=1 << 14)
