@@ -227,3 +227,38 @@ def test_index_select_of_a_scalar_reads_it_and_checks_the_position(backend):
     assert compiled.session.stats["fallback_ops"] == []
     with pytest.raises((IndexError, RuntimeError), match="index out of range"):
         compiled(x, torch.tensor([1]))
+
+
+SCALAR_INDEX = {
+    "scatter_add": lambda x, i, s: torch.zeros_like(x).scatter_add(0, i, s) + x,
+    "scatter": lambda x, i, s: x.scatter(0, i, s),
+    "scatter_value": lambda x, i, s: x.scatter(0, i, 2.5) * s,
+    "scatter_reduce_amax": lambda x, i, s: x.scatter_reduce(0, i, s, "amax", include_self=False),
+}
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["inference", "training"])
+@pytest.mark.parametrize("name", list(SCALAR_INDEX))
+def test_a_zero_dimensional_index_into_a_vector_compiles_and_matches_eager(name, train):
+    """Eager takes a 0-d index and source into a 1-d tensor as one element; the masked forms unsqueezed
+    past the index's last dimension and AOT tracing raised IndexError, so the graph ran in eager
+    (random program 9354, --train: a scatter_add of a sum's scalar). Such a scatter is PyTorch's call
+    inside our graph now, and values and gradients match."""
+    fn = SCALAR_INDEX[name]
+    g = torch.Generator().manual_seed(3)
+    x, s = torch.randn(20, generator=g), torch.randn((), generator=g)
+    index = torch.tensor(7)
+    compiled = cc.compile(lambda x, s: fn(x, (s.abs() * 5).long().clamp(0, 19) + index, s))
+    reference = lambda x, s: fn(x, (s.abs() * 5).long().clamp(0, 19) + index, s)  # noqa: E731
+    results = []
+    for f in (compiled, reference):
+        xs, ss = x.clone().requires_grad_(train), s.clone().requires_grad_(train)
+        out = f(xs, ss)
+        grads = torch.autograd.grad(out.sum(), (xs, ss), allow_unused=True) if train else ()
+        results.append((out, grads))
+    torch.testing.assert_close(results[0][0], results[1][0])
+    for ours, theirs in zip(results[0][1], results[1][1]):
+        assert (ours is None) == (theirs is None)
+        if ours is not None:
+            torch.testing.assert_close(ours, theirs)
+    assert compiled.session.stats["fallback_graphs"] == 0, compiled.session.messages

@@ -45,8 +45,13 @@ REDUCTIONS = ("sum", "prod", "mean", "amax", "amin")
 def _supported(self: torch.Tensor, index: torch.Tensor, src: Optional[torch.Tensor] = None,
                overwrite: bool = False) -> bool:
     """Real data with a non-empty int64 index (an empty one, or other dtypes: PyTorch's call); bools only
-    for overwrites, which select and never add (cumprod's backward scatters True into a bool mask)."""
+    for overwrites, which select and never add (cumprod's backward scatters True into a bool mask).
+    Index and source with self's number of dimensions: eager also takes a 0-d index or source into a
+    1-d tensor (as one element), which the forms below would unsqueeze past its last dimension (the
+    random programs' scatter_add of a sum's scalar: IndexError, the graph ran in eager)."""
     if self.dim() == 0 or index.numel() == 0 or index.dtype != torch.int64:
+        return False
+    if index.dim() != self.dim() or (src is not None and src.dim() != self.dim()):
         return False
     if (self.dtype == torch.bool and not overwrite) or self.is_complex():
         return False
