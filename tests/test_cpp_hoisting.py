@@ -88,3 +88,40 @@ def test_rows_of_no_elements_read_nothing(backend):
     compiled = cc.compile(summed, backend=backend)
     with torch.no_grad():
         torch.testing.assert_close(compiled(ids), summed(ids))
+
+
+def _rotated_append(cache, new, freqs, position):
+    """A DynamicCache step: the new key, rotated by its position's angles, appended to the past keys."""
+    angles = freqs * position
+    half = new.shape[-1] // 2
+    rotated = torch.cat([-new[..., half:], new[..., :half]], dim=-1)
+    return torch.cat([cache, new * angles.cos() + rotated * angles.sin()], dim=-2)
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "symbolic"])
+def test_a_cat_along_an_outer_loop_computes_the_costly_side_only_on_its_rows(dynamic, monkeypatch):
+    """A `where` is a blend that computes both sides: the cat of a DynamicCache's past keys with the
+    rotated new key computed the rotation's cosine and sine for every row of the cache and kept them
+    for the last row (Llama decode on the CPU, every layer, every token). The row's condition does not
+    change along the inner loop, so the kernel branches on it once per row, each side's loop with the
+    condition folded in; the bits are those of the blended loop's."""
+    from compiler_core.codegen.cpp import kernel
+
+    g = torch.Generator().manual_seed(0)
+    cache, new = torch.randn(4, 37, 32, generator=g), torch.randn(4, 1, 32, generator=g)
+    freqs = torch.rand(32, generator=g)
+    position = torch.tensor(37.0)
+    compiled = cc.compile(_rotated_append, backend="cpp", dynamic=dynamic)
+    got = compiled(cache, new, freqs, position)
+    torch.testing.assert_close(got, _rotated_append(cache, new, freqs, position))
+    (source,) = [k.source for k in compiled.session.kernels if "cos_f32" in k.source]
+    assert "if (" in source and "} else {" in source
+    copies = [b for b in _simd_loop_bodies(source) if "cos_f32" not in b]
+    assert copies and all("in_ptr" in b and "sin_f32" not in b for b in copies)  # the past rows: a copy
+
+    monkeypatch.setattr(kernel, "_unswitch_condition", lambda values, names: None)
+    torch._dynamo.reset()
+    blended = cc.compile(_rotated_append, backend="cpp", dynamic=dynamic)
+    assert torch.equal(blended(cache, new, freqs, position), got)
+    (source,) = [k.source for k in blended.session.kernels if "cos_f32" in k.source]
+    assert "} else {" not in source

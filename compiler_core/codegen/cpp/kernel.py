@@ -34,6 +34,7 @@ from compiler_core.ir.values import (
     walk,
 )
 from compiler_core.schedule.kernel_plan import KernelPlan, Step
+from compiler_core.schedule.simplify import simplify_value
 
 # Storage types in memory; bf16/fp16 values are held as float in registers.
 STORAGE_TYPE = {
@@ -385,15 +386,10 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
         for step in plan.steps:
             outer.origins = step.origins
             _hoist_row_invariants(outer, step.value, frozenset(names[-1:]))
+    switch = _unswitch_condition([s.value for s in plan.steps], names) if len(names) >= 2 else None
     printer = outer.loop_body(names[-1], plan.space.x[-1]) if names else CppPrinter(narrow=_narrow(plan))
-    stores = []
-    for step in plan.steps:
-        printer.origins = step.origins
-        stores.append(printer.mark(store_statement(step, printer.emit(step.value))))
-        if not stores_last:
-            printer.lines += stores
-            stores = []
-    printer.lines += stores
+    if switch is None:
+        _emit_steps(printer, plan.steps, [s.value for s in plan.steps], stores_last)
     if not names:  # 0-d output: one element, no loop
         return ["{"] + ["    " + ln for ln in printer.lines] + ["}"]
     # speed only: the example's sizes decide
@@ -423,17 +419,83 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     loops = _loops(names, plan.space.x)
     for depth, loop in enumerate(loops[:-1]):
         out.append("    " * depth + loop)
-    indent = "    " * len(loops)
     hoisted_at = "    " * (len(loops) - 1)
-    out += [hoisted_at + ln for ln in outer.lines]  # what does not change along the innermost loop, before it
     inner, size = names[-1], plan.space.x[-1]
-    for begin, end in _bands([s.value for s in plan.steps], inner, size) or [(0, size)]:
-        out += [hoisted_at + "#pragma omp simd",
-                hoisted_at + f"for (int64_t {inner} = {begin}; {inner} < {c_expr(end)}; {inner}++) {{"]
-        out += [indent + ln for ln in printer.lines]
-        out.append(hoisted_at + "}")
+    if switch is None:
+        out += [hoisted_at + ln for ln in outer.lines]  # what does not change along the innermost loop, before it
+        out += _inner_loops([s.value for s in plan.steps], printer.lines, inner, size, hoisted_at)
+    else:
+        # One inner loop per side of the condition, each with the condition's value folded in
+        condition = outer.emit(switch)
+        sides = []
+        for truth in (True, False):
+            values = _with_condition([s.value for s in plan.steps], switch, truth)
+            side = outer.loop_body(inner, size)
+            _emit_steps(side, plan.steps, values, stores_last)
+            sides.append(_inner_loops(values, side.lines, inner, size, hoisted_at + "    "))
+        out += [hoisted_at + ln for ln in outer.lines]
+        out += [hoisted_at + f"if ({condition}) {{", *sides[0], hoisted_at + "} else {", *sides[1], hoisted_at + "}"]
     out += ["    " * d + "}" for d in reversed(range(len(loops) - 1))]
     return out
+
+
+def _emit_steps(printer: CppPrinter, steps: tuple, values: list[Value], stores_last: bool) -> None:
+    """Each step's value (`values`, in step order) and its store, printed into the loop body `printer`."""
+    stores = []
+    for step, value in zip(steps, values):
+        printer.origins = step.origins
+        stores.append(printer.mark(store_statement(step, printer.emit(value))))
+        if not stores_last:
+            printer.lines += stores
+            stores = []
+    printer.lines += stores
+
+
+def _inner_loops(values: list[Value], body: list[str], inner: str, size, indent: str) -> list[str]:
+    """The innermost loop around `body`, cut into bands where a comparison of its variable changes."""
+    out = []
+    for begin, end in _bands(values, inner, size) or [(0, size)]:
+        out += [indent + "#pragma omp simd",
+                indent + f"for (int64_t {inner} = {begin}; {inner} < {c_expr(end)}; {inner}++) {{"]
+        out += [indent + "    " + ln for ln in body]
+        out.append(indent + "}")
+    return out
+
+
+_COMPLEMENT = {"lt": "ge", "ge": "lt", "le": "gt", "gt": "le"}
+
+
+def _unswitch_condition(values: list[Value], names: list[str]) -> Op | None:
+    """A comparison of the outer loops' positions that picks, in a `where`, between a branch computing
+    a transcendental function and another, and does not change along the innermost loop: the kernel
+    then gets one inner loop per side of it. A `where` is a blend that computes both branches: a
+    DynamicCache's cat of the past keys with the new one computed the new key's rotary embedding
+    (a cosine and a sine) for every row of the cache and kept it for the last row only."""
+    inner, outer = names[-1], set(names[:-1])
+    for value in values:
+        for v in walk(value):
+            if not (isinstance(v, Op) and v.op == "where"):
+                continue
+            c = v.args[0]
+            if not (isinstance(c, Op) and c.op in _COMPLEMENT) or any(_depends_on(n, inner) for n in walk(c)):
+                continue
+            if not any(isinstance(n, IndexValue) and n.index.free_vars() & outer for n in walk(c)):
+                continue  # the same on every row: nothing to split
+            if any(isinstance(n, Op) and n.op in _EXPENSIVE for branch in v.args[1:] for n in walk(branch)):
+                return c
+    return None
+
+
+def _with_condition(values: list[Value], condition: Op, truth: bool) -> list[Value]:
+    """`values` where `condition` is `truth` (and its complement, the same comparison with the other
+    operator, is not), folded (schedule/simplify.py): the where it picks in keeps one branch."""
+    table: dict[Value, Value] = {condition: Constant(truth, torch.bool)}
+    complement = Op(_COMPLEMENT[condition.op], condition.args, condition.dtype)
+    for value in values:
+        for v in walk(value):
+            if v == complement:
+                table[v] = Constant(not truth, torch.bool)
+    return [simplify_value(_replace(value, table))[0] for value in values]
 
 
 MAX_BANDS = 4
