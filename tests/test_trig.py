@@ -79,3 +79,6 @@ def test_a_small_kernel_of_many_sines_is_split_between_threads_and_matches_eager
     cheap = cc.compile(lambda t: t * 1.01 + 0.1, backend="cpp")
     cheap(x)
     assert "omp parallel" not in _sources(cheap)  # a plain 1,024-element kernel stays on one thread
+    one_exp = cc.compile(lambda t: t.exp() * 2, backend="cpp")  # ~4 us of work: waking a thread costs more
+    torch.testing.assert_close(one_exp(x.repeat(4) / 100), (x.repeat(4) / 100).exp() * 2)
+    assert "omp parallel" not in _sources(one_exp)

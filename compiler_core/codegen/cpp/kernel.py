@@ -366,6 +366,9 @@ POINTWISE_CHUNK = 4096  # elements per parallel work item of a 1-D pointwise ker
 # vectors ~0.15 ns), so a small kernel of many of them is worth splitting between threads: 20 sines of
 # 1,024 floats (the bench's tiny_chain) take ~50 us on one thread.
 TRANSCENDENTAL_WEIGHT = 8
+# ...and it goes parallel for its work from this many units (~20 us on one thread): below, waking the
+# second thread cost more than it saved (4,096 exps: 28 us a call parallel, 25 on one thread).
+PARALLEL_MIN_WORK = 4 * PARALLEL_MIN_ELEMENTS
 MIN_CHUNK = 64  # elements: a few vector iterations per work item at least
 
 
@@ -395,7 +398,7 @@ def _pointwise_body(plan: KernelPlan, stores_last: bool = False) -> list[str]:
     # speed only: the example's sizes decide
     outer_elements = hint(plan.xnumel) // max(hint(plan.space.x[-1]), 1)
     parallel = hint(plan.xnumel) >= PARALLEL_MIN_ELEMENTS or (
-        _pointwise_work(plan) >= PARALLEL_MIN_ELEMENTS and (len(names) == 1 or outer_elements > 1))
+        _pointwise_work(plan) >= PARALLEL_MIN_WORK and (len(names) == 1 or outer_elements > 1))
     out = []
     if len(names) == 1:
         # Parallel over chunks, vectorised within one: `parallel for simd` on one loop stops GCC
