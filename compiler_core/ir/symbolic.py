@@ -309,7 +309,7 @@ def known(condition: Any) -> bool:
     # 186,502 questions, 37 s of its compile), so the answers are kept per ShapeEnv. A guard added
     # later only narrows the sizes allowed: a condition known for all of them stays known, and one
     # not known stays skipped, which is only slower code, never wrong.
-    answers = _KNOWN.setdefault(env, {})
+    answers = memo_of_env("known")
     if condition not in answers:
         answers[condition] = _known_by_ranges(env, condition)
     return answers[condition]
@@ -324,8 +324,6 @@ def _known_by_ranges(env: Any, condition: Any) -> bool:
         return False
     return answer is not None and bool(answer)
 
-
-_KNOWN: "weakref.WeakKeyDictionary[Any, dict]" = weakref.WeakKeyDictionary()
 
 
 def thousands(value: Size) -> str:
