@@ -255,13 +255,38 @@ def test_negative_zero_literals_keep_their_sign_on_the_gpu(dtype):
     def fn(x):
         return (x.clamp(-0.0, 0.0), torch.where(x > 0, -0.0, 1.0), torch.atan2(torch.full_like(x, -0.0), x),
                 torch.pow(torch.full_like(x, -0.0), x), torch.pow(x, float("inf")), torch.pow(x, float("-inf")),
-                torch.minimum(x, torch.full_like(x, -0.0)), x * -0.0)
+                torch.minimum(x, torch.full_like(x, -0.0)), x * -0.0, torch.where(x > 0, 1.0, -0.0),
+                torch.where(x > 0, -0.0, 2.5), torch.where(x > 0, -0.0, 0.0))
 
     x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), 3.0], dtype=dtype, device="cuda")
     compiled = cc.compile(fn)
-    for got, expected in zip(compiled(x), fn(x)):
-        assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit()), (got, expected)
+    for i, (got, expected) in enumerate(zip(compiled(x), fn(x))):
+        assert torch.equal(got.nan_to_num().signbit(), expected.nan_to_num().signbit()), (i, got, expected)
         torch.testing.assert_close(got, expected, equal_nan=True)
+
+
+def test_a_select_between_negative_zero_and_a_literal_holds_the_zero_in_a_register_on_the_gpu():
+    """ptxas compiled where(c, -0.0, 1.0), a select between two immediates, as if the -0.0 were +0.0
+    (H100, Triton 3.6). The GPU source makes that -0.0 with one PTX move (opaque to LLVM and to the
+    select's immediates); it compiles for sm_90 here, and the interpreter's source keeps its bitcast."""
+    from compiler_core.codegen.triton.ahead import compile_for_gpu, nvidia_target_available
+    from compiler_core.codegen.triton.kernel import generate_triton_kernel
+
+    def fn(x):
+        return torch.where(x > 0, -0.0, 1.0), torch.where(x > 0, 1.0, -0.0), torch.where(x > 0, 2.0, 3.0)
+
+    x = torch.tensor([-0.0, 0.0, -1.5, 2.5, float("nan"), float("-inf"), 3.0])
+    session = cc.explain(fn, x, backend="triton")
+    compiled = cc.compile(fn, backend="triton")
+    for got, expected in zip(compiled(x), fn(x)):  # the interpreter's source
+        assert torch.equal(got.signbit(), expected.signbit()), (got, expected)
+    plans = [k.plan for k in session.kernels]
+    gpu_source = "".join(generate_triton_kernel(plan, interpret=False).source for plan in plans)
+    assert gpu_source.count('mov.b32 $0, 0x80000000;') == 2, gpu_source
+    assert "inline_asm" not in "".join(generate_triton_kernel(plan, interpret=True).source for plan in plans)
+    if not nvidia_target_available():
+        pytest.skip("this Triton has no NVIDIA backend to compile the GPU source with")
+    assert compile_for_gpu(plans) == [None] * len(plans)
 
 
 @pytest.mark.gpu

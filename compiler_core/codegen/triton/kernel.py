@@ -281,9 +281,15 @@ class TritonPrinter(CSEPrinter):
             return f"({a[0]} == 0)"
         if name == "where":
             if isinstance(v.args[1], Constant) and isinstance(v.args[2], Constant):
+                dtype = register_dtype(v.dtype)
+                if not self.interpret and dtype == "tl.float32" and any(
+                        _is_negative_zero(x.value, x.dtype) for x in v.args[1:]):
+                    sides = [_opaque_negative_zero(a[0]) if _is_negative_zero(x.value, x.dtype) else t
+                             for t, x in zip(a[1:], v.args[1:])]
+                    return f"tl.where({a[0]}, {sides[0]}, {sides[1]})"
                 # Two literals make a float32 (or int32) block: give it the op's dtype, else a float64
                 # where(c, 1.0, 0.0) reaches libdevice as float32 and an int64 one can overflow.
-                return f"tl.where({a[0]}, {literal_block(a[1], v.args[1], '[]', register_dtype(v.dtype))}, {a[2]})"
+                return f"tl.where({a[0]}, {literal_block(a[1], v.args[1], '[]', dtype)}, {a[2]})"
             return f"tl.where({a[0]}, {a[1]}, {a[2]})"
         if name == "recurrence":
             # Operands as blocks (a literal has none), the coefficients as plain numbers.
@@ -669,6 +675,18 @@ def _negative_zero_block(shape: str, dtype: torch.dtype) -> str:
     if register_dtype(dtype) == "tl.float64":
         return f"tl.full({shape}, -9223372036854775808, tl.int64).to(tl.float64, bitcast=True)"
     return f"tl.full({shape}, -2147483648, tl.int32).to(tl.float32, bitcast=True)"
+
+
+def _opaque_negative_zero(condition: str) -> str:
+    """A float32 -0.0 block shaped as `condition`, made by one PTX move the compilers cannot see into.
+    ptxas (Triton 3.6, H100) compiles a select between two immediates -0.0 and 1.0 (`selp.f32
+    0f80000000, 0f3F800000`, which LLVM makes of our bitcast -0.0 too) as if the -0.0 were +0.0:
+    where(x > 0, -0.0, 1.0) gave +0.0 where eager CUDA gives -0.0. With the -0.0 in a register the
+    select keeps its bits (`SEL R, R0, 0x3f800000`; measured, scripts/probe_gpu_s54.py). Other pairs
+    (-0.0 against 2.5 or 0.0) kept the sign; every float32 select between two literals with a -0.0 takes
+    the register, as cheap as the immediate. GPU source only: the interpreter has no inline PTX."""
+    return ('tl.inline_asm_elementwise("mov.b32 $0, 0x80000000;", "=r,r", '
+            f'[({condition}).to(tl.int32)], dtype=tl.int32, is_pure=True, pack=1).to(tl.float32, bitcast=True)')
 
 
 def literal_block(text: str, value: Value, shape: str, dtype: str) -> str:
