@@ -27,6 +27,7 @@ from compiler_core.decomp.histograms import HISTOGRAMS
 from compiler_core.decomp.losses import LOSSES
 from compiler_core.decomp.lu_unpack import LU_UNPACK
 from compiler_core.decomp.meta_check import checked_against_meta
+from compiler_core.decomp.moments import MOMENTS
 from compiler_core.decomp.orthogonal import ORTHOGONAL
 from compiler_core.decomp.padding import PADDING
 from compiler_core.decomp.pairwise import PAIRWISE
@@ -127,7 +128,7 @@ def decomposition_table() -> dict:
              **ARG_REDUCTIONS, **POOLING, **LOSSES, **SCATTERS, **SCATTER_FAMILY, **SCANS, **SPECIAL,
              **SORTING, **PAIRWISE, **ORTHOGONAL, **LU_UNPACK, **UPSAMPLE_AA, **GRID_SAMPLE,
              **BESSEL, **SPECIAL_FLOAT64, **SEGMENTS, **HISTOGRAMS, **WEIGHT_NORM, **ASSERTS, **PADDING,
-             **DIVISORS}
+             **DIVISORS, **MOMENTS}
     # torch's own decomposition of inference batch norm calls the mutating `_native_batch_norm_legit`,
     # which AOTAutograd refuses in a functional graph: ours is pointwise, so it fuses with what follows.
     table[aten._native_batch_norm_legit_no_training.default] = _batch_norm_inference
