@@ -165,6 +165,9 @@ class CppPrinter(CSEPrinter):
         if v.dtype in LOW_PRECISION:
             inner = arg if register_type(source.dtype) == "float" else f"static_cast<float>({arg})"
             return f"fc::round_{LOW_PRECISION[v.dtype]}({inner})"
+        if register_type(source.dtype) in ("float", "double") and v.dtype != torch.bool \
+                and not v.dtype.is_floating_point and not v.dtype.is_complex:
+            return f"fc::float_to_int<{register_type(v.dtype)}>({arg})"  # prelude: no undefined behaviour
         return f"static_cast<{register_type(v.dtype)}>({arg})"
 
     def op(self, v: Op, args: list[str]) -> str:
