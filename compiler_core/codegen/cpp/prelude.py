@@ -70,14 +70,15 @@ static inline T select(bool c, A a_in, B b_in) {
 // int32, then wrapped to the width: eager's int8 of 300.0 is 44, of inf 0). A plain static_cast of such
 // a value is undefined behaviour, and GCC used it: `(int64_t)(|x| * 5)` was taken to be >= 0, a clamp to
 // 0 of it was dropped, and the conversion of inf (INT64_MIN) reached a gather as its index (random program
-// 9520). Selects around a conversion that is always in range: no branch, and it vectorises.
+// 9520). Selects around a conversion that is always in range, and `&` rather than `&&` (a branch): it
+// vectorises (tests/test_vector_isas.py).
 template <typename T, typename F> static inline T float_to_int(F x) {
   if constexpr (sizeof(T) == 8) {
-    const bool inside = x >= F(-9223372036854775808.0) && x < F(9223372036854775808.0);
+    const bool inside = (x >= F(-9223372036854775808.0)) & (x < F(9223372036854775808.0));
     const int64_t v = static_cast<int64_t>(select(inside, x, F(0)));
     return static_cast<T>(select(inside, v, std::numeric_limits<int64_t>::min()));
   } else {
-    const bool inside = x >= F(-2147483648.0) && x < F(2147483648.0);
+    const bool inside = (x >= F(-2147483648.0)) & (x < F(2147483648.0));
     const int32_t v = static_cast<int32_t>(select(inside, x, F(0)));
     return static_cast<T>(select(inside, v, std::numeric_limits<int32_t>::min()));
   }
